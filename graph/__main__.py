@@ -1,0 +1,7 @@
+"""`python -m graph` runs the `kernelblaster` command line."""
+
+import sys
+
+from graph.cli import main
+
+sys.exit(main())

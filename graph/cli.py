@@ -1,0 +1,44 @@
+"""The `kernelblaster` command line: one parser whose sub-commands live beside the code they drive.
+
+Each command group module exposes `add_commands(subparsers)`, setting `func(args) -> int` on its parsers.
+Errors meant for the user (`UserFacingError`) print one line and exit 2; nothing prints a traceback for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from tools.errors import UserFacingError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from harness import cli as harness_cli
+    from kb import cli as kb_cli
+
+    parser = argparse.ArgumentParser(
+        prog="kernelblaster",
+        description="Make PyTorch workloads faster with verified CUDA written by LLM agents that learn.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    harness_cli.add_commands(subparsers)
+    kb_cli.add_commands(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except UserFacingError as error:
+        print(f"kernelblaster: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kernelblaster: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The knowledge base: performance states, optimizations with learned scores, their index and selection."""

@@ -1,0 +1,24 @@
+"""Shared test configuration: GPU tests carry the `gpu` marker and skip cleanly on a machine without one."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+
+def _gpu_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available() and shutil.which("nvcc") is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _gpu_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU and nvcc (run `pytest -m gpu` on a GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
