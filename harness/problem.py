@@ -1,0 +1,118 @@
+"""Load a KernelBench-style problem file and materialise it under a seed directly on a device.
+
+A problem is a `.py` file defining `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`.
+Models run as constructed (KernelBench's convention: training mode), and because a reference call can
+mutate buffers (BatchNorm running statistics), `ProblemInstance.reference` restores the initial state
+before every call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch import nn
+
+from tools.errors import UserFacingError
+
+
+class ProblemError(UserFacingError):
+    """A problem file that cannot be loaded, constructed or run; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: Path
+    source: str
+    sha256: str
+    model_class: type[nn.Module]
+    get_inputs: Callable[[], list[Any]]
+    get_init_inputs: Callable[[], list[Any]]
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+@dataclass
+class ProblemInstance:
+    """One seeded materialisation: the model, its forward arguments, and the model's initial state."""
+
+    problem: Problem
+    seed: int
+    model: nn.Module
+    init_args: list[Any]
+    args: list[Any]
+    initial_state: dict[str, torch.Tensor] = field(repr=False)
+
+    @property
+    def tensor_args(self) -> list[torch.Tensor]:
+        return [a for a in self.args if isinstance(a, torch.Tensor)]
+
+    def reference(self, args: list[Any] | None = None) -> list[torch.Tensor]:
+        """Run the PyTorch model from its initial state; outputs always come back as a list."""
+        self.model.load_state_dict(self.initial_state)
+        with torch.no_grad():
+            output = self.model(*(self.args if args is None else args))
+        return outputs_as_list(output, self.problem)
+
+
+def outputs_as_list(output: Any, problem: Problem) -> list[torch.Tensor]:
+    items = list(output) if isinstance(output, tuple | list) else [output]
+    if not all(isinstance(item, torch.Tensor) for item in items):
+        kinds = ", ".join(type(item).__name__ for item in items)
+        raise ProblemError(f"{problem.path}: Model.forward must return a tensor or a tuple of tensors, got {kinds}")
+    return items
+
+
+def load_problem(path: Path | str) -> Problem:
+    path = Path(path)
+    try:
+        source = path.read_text()
+    except OSError as error:
+        raise ProblemError(f"{path}: cannot read the problem file ({error.strerror or error})") from None
+    sha256 = hashlib.sha256(source.encode()).hexdigest()
+    module = _execute_module(path, sha256)
+    model_class = getattr(module, "Model", None)
+    if not (inspect.isclass(model_class) and issubclass(model_class, nn.Module)):
+        raise ProblemError(f"{path}: defines no `class Model(nn.Module)`")
+    for function_name in ("get_inputs", "get_init_inputs"):
+        if not callable(getattr(module, function_name, None)):
+            raise ProblemError(f"{path}: defines no `{function_name}()` function")
+    return Problem(path, source, sha256, model_class, module.get_inputs, module.get_init_inputs)
+
+
+def _execute_module(path: Path, sha256: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"kernelblaster_problem_{sha256[:16]}", path)
+    if spec is None or spec.loader is None:
+        raise ProblemError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        raise ProblemError(f"{path}: {type(error).__name__}: {error}") from None
+    return module
+
+
+def instantiate(problem: Problem, seed: int, device: torch.device | str) -> ProblemInstance:
+    """Build the model and its inputs under `seed`, created on `device` (never staged through the CPU)."""
+    torch.manual_seed(seed)
+    try:
+        with torch.device(device):
+            init_args = list(problem.get_init_inputs())
+            model = problem.model_class(*init_args)
+            args = list(problem.get_inputs())
+    except Exception as error:
+        failure = f"{type(error).__name__}: {error}"
+        raise ProblemError(f"{problem.path}: building the model or its inputs failed: {failure}") from None
+    model = model.to(device)
+    args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+    initial_state = {name: value.detach().clone() for name, value in model.state_dict().items()}
+    return ProblemInstance(problem, seed, model, init_args, args, initial_state)

@@ -1,0 +1,139 @@
+"""The problem's argument contract, derived from one reference run: names, dtypes and shapes of every
+input, parameter/buffer (state_dict order), non-tensor argument and output."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel
+
+from harness.dtypes import dtype_info, dtype_of_tensor
+from harness.problem import ProblemError, ProblemInstance, outputs_as_list
+
+ConstantValue = bool | int | float | list[int] | list[float]
+
+
+class TensorSpec(BaseModel):
+    name: str
+    origin: str
+    dtype: str
+    shape: list[int]
+    strides: list[int]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+class ConstantSpec(BaseModel):
+    """A non-tensor value the candidate sees as a compile-time constant."""
+
+    name: str
+    origin: str
+    kind: Literal["forward", "init"]
+    value: ConstantValue | None
+    text: str
+
+
+class ProblemSpec(BaseModel):
+    problem_name: str
+    problem_sha256: str
+    inputs: list[TensorSpec]
+    params: list[TensorSpec]
+    outputs: list[TensorSpec]
+    constants: list[ConstantSpec]
+    output_is_tuple: bool
+
+    @property
+    def compulsory_bytes(self) -> int:
+        """Bytes any implementation must move: every input and parameter read once, every output written once."""
+        tensors = self.inputs + self.params + self.outputs
+        return sum(t.numel * dtype_info(t.dtype).itemsize for t in tensors)
+
+
+def derive_spec(instance: ProblemInstance) -> ProblemSpec:
+    problem = instance.problem
+    try:
+        raw_output = _run_once(instance)
+    except Exception as error:
+        failure = f"{type(error).__name__}: {error}"
+        raise ProblemError(f"{problem.path}: the reference forward pass failed: {failure}") from None
+    outputs = outputs_as_list(raw_output, problem)
+    forward_names = _parameter_names(instance.model.forward, len(instance.args), prefix="arg")
+    init_names = _parameter_names(problem.model_class.__init__, len(instance.init_args), prefix="init", skip_self=True)
+    return ProblemSpec(
+        problem_name=problem.name,
+        problem_sha256=problem.sha256,
+        inputs=[
+            _tensor_spec(name, f"forward argument '{name}'", arg)
+            for name, arg in zip(forward_names, instance.args, strict=True)
+            if isinstance(arg, torch.Tensor)
+        ],
+        params=[_tensor_spec(key, f"state_dict '{key}'", value) for key, value in instance.initial_state.items()],
+        outputs=_output_specs(outputs),
+        constants=[
+            *_constants(forward_names, instance.args, kind="forward"),
+            *_constants(init_names, instance.init_args, kind="init"),
+        ],
+        output_is_tuple=isinstance(raw_output, tuple | list),
+    )
+
+
+def _run_once(instance: ProblemInstance) -> Any:
+    instance.model.load_state_dict(instance.initial_state)
+    with torch.no_grad():
+        return instance.model(*instance.args)
+
+
+def _parameter_names(function: Any, count: int, prefix: str, skip_self: bool = False) -> list[str]:
+    """Positional names from the signature; varargs and unnamed extras get `<prefix><index>`."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []
+    if skip_self and parameters and parameters[0].name == "self":
+        parameters = parameters[1:]
+    positional = [
+        p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    return [positional[i] if i < len(positional) else f"{prefix}{i}" for i in range(count)]
+
+
+def _tensor_spec(name: str, origin: str, tensor: torch.Tensor) -> TensorSpec:
+    # Shared buffers are always contiguous copies, so the candidate sees contiguous strides.
+    contiguous = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta").stride()
+    return TensorSpec(
+        name=name,
+        origin=origin,
+        dtype=dtype_of_tensor(tensor).name,
+        shape=list(tensor.shape),
+        strides=list(contiguous),
+    )
+
+
+def _output_specs(outputs: list[torch.Tensor]) -> list[TensorSpec]:
+    if len(outputs) == 1:
+        return [_tensor_spec("out", "the returned tensor", outputs[0])]
+    return [_tensor_spec(f"out{i}", f"returned tuple element {i}", t) for i, t in enumerate(outputs)]
+
+
+def _constants(names: list[str], values: list[Any], kind: Literal["forward", "init"]) -> list[ConstantSpec]:
+    origin = "forward argument" if kind == "forward" else "Model.__init__ argument"
+    return [
+        ConstantSpec(name=name, origin=f"{origin} '{name}'", kind=kind, value=_constant_value(value), text=repr(value))
+        for name, value in zip(names, values, strict=True)
+        if not isinstance(value, torch.Tensor)
+    ]
+
+
+def _constant_value(value: Any) -> ConstantValue | None:
+    if isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, tuple | list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
+    if isinstance(value, tuple | list) and value and all(isinstance(v, int | float) for v in value):
+        return [float(v) for v in value]
+    return None
