@@ -1,0 +1,56 @@
+"""The profile the harness attaches to an evaluation result: ncu's parsed details page, its totals, the
+state signature and the rendering shown to the agents, or a note that profiling was unavailable.
+
+Running the driver under ncu and exporting the CSV happen elsewhere; this module turns that CSV text into
+the typed result.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from harness.signature import SIGNATURE_FIELDS, describe_signature, signature_from_report
+from tools.ncu import NcuReport, parse_details_csv, render_findings
+
+DEFAULT_FINDINGS_CHARS = 4000
+
+
+class ProfileReport(BaseModel):
+    """A successful profile of every kernel one call launched, in launch order."""
+
+    status: Literal["ok"] = "ok"
+    ncu: NcuReport
+    kernel_count: int
+    total_elapsed_cycles: float
+    total_gpu_time_ns: float
+    signature_fields: tuple[str, ...] = SIGNATURE_FIELDS
+    signature: list[float]
+    signature_summary: str
+    findings: str
+
+
+class ProfileUnavailable(BaseModel):
+    """No profile, and why (ncu missing, no permission for the counters, ...); the evaluation goes on."""
+
+    status: Literal["unavailable"] = "unavailable"
+    reason: str
+
+
+ProfileOutcome = Annotated[ProfileReport | ProfileUnavailable, Field(discriminator="status")]
+
+
+def build_profile_report(details_csv: str, *, findings_chars: int = DEFAULT_FINDINGS_CHARS) -> ProfileReport:
+    """Parse an ncu details CSV (see tools.ncu.export_details) into the harness's profile."""
+    report = parse_details_csv(details_csv)
+    signature = signature_from_report(report)
+    return ProfileReport(
+        ncu=report,
+        kernel_count=report.kernel_count,
+        total_elapsed_cycles=report.total_elapsed_cycles,
+        total_gpu_time_ns=report.total_gpu_time_ns,
+        signature=signature,
+        signature_summary=describe_signature(signature),
+        findings=render_findings(report, findings_chars),
+    )

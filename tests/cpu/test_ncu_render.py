@@ -1,0 +1,69 @@
+"""The compact rendering of an ncu report that the LLM agents read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.ncu import NcuReport, parse_details_csv, render_findings
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
+
+
+@pytest.fixture(scope="module")
+def report() -> NcuReport:
+    return parse_details_csv((FIXTURES / "details_rules.csv").read_text())
+
+
+def test_default_rendering_names_both_kernels_in_launch_order(report: NcuReport) -> None:
+    text = render_findings(report)
+    assert text.index("#0 scale") < text.index("#1 rowsum")
+
+
+@pytest.mark.parametrize("budget", [4000, 2000, 1200, 600, 300, 200])
+def test_rendering_fits_its_budget(report: NcuReport, budget: int) -> None:
+    assert len(render_findings(report, budget)) <= budget
+
+
+@pytest.mark.parametrize("budget", [4000, 1200, 300])
+def test_both_kernels_are_named_at_every_reasonable_budget(report: NcuReport, budget: int) -> None:
+    text = render_findings(report, budget)
+    assert "scale" in text and "rowsum" in text
+
+
+def test_rendering_carries_launch_config_time_throughput_and_occupancy(report: NcuReport) -> None:
+    text = render_findings(report)
+    assert "grid (65536,1,1) x block (256,1,1), 16 regs/thread" in text
+    assert "49.7 us (73% of GPU time), 98,349 cycles" in text
+    assert "SM 40.5%" in text and "DRAM 77.8%" in text
+    assert "occupancy 69.8% achieved / 100.0% theoretical" in text
+
+
+def test_rendering_lists_top_stalls_with_shares(report: NcuReport) -> None:
+    assert "long scoreboard 49.4 (80%)" in render_findings(report)
+
+
+def test_rendering_shows_opt_findings_with_speedups_but_not_warnings(report: NcuReport) -> None:
+    text = render_findings(report)
+    assert "OPT LaunchConfiguration est. speedup 25% (global)" in text
+    assert "smsp__pcsamp_sample_count" not in text  # the WRN finding about an optional metric
+
+
+def test_larger_budget_shows_full_rule_text(report: NcuReport) -> None:
+    text = render_findings(report, 100_000)
+    assert "3 full waves and a partial wave of 929 thread blocks" in text
+
+
+def test_tight_budget_keeps_detail_for_the_longest_kernel(report: NcuReport) -> None:
+    text = render_findings(report, 1200)
+    scale_block = text[text.index("#0 scale"):text.index("#1 rowsum")]
+    rowsum_block = text[text.index("#1 rowsum"):]
+    assert "OPT" in scale_block
+    assert len(scale_block) > len(rowsum_block)
+
+
+def test_kernels_that_do_not_fit_are_counted(report: NcuReport) -> None:
+    text = render_findings(report, 230)
+    assert "#0 scale" in text
+    assert "(+1 more kernel(s), 18.6 us in all, not shown)" in text
