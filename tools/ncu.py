@@ -77,8 +77,9 @@ REQUIRED_COLUMNS = ("ID", "Kernel Name", "Block Size", "Grid Size", "Section Nam
 # Locating and running ncu
 # ---------------------------------------------------------------------------------------------------
 
-class NcuUnavailable(BaseModel):
-    """ncu cannot be used on this machine; profiling is reported as unavailable and the run goes on."""
+class ToolUnavailable(BaseModel):
+    """A CUDA tool (ncu, compute-sanitizer) is not on this machine; its step is reported as unavailable and
+    the evaluation goes on."""
 
     reason: str
 
@@ -86,7 +87,7 @@ class NcuUnavailable(BaseModel):
 class NcuUnavailableError(UserFacingError):
     """Raised by the functions that must run ncu when it cannot be found."""
 
-    def __init__(self, unavailable: NcuUnavailable) -> None:
+    def __init__(self, unavailable: ToolUnavailable) -> None:
         super().__init__(unavailable.reason)
         self.unavailable = unavailable
 
@@ -95,7 +96,7 @@ class NcuFailedError(UserFacingError):
     """ncu ran and failed; the message carries its error lines and the tail of its output."""
 
 
-def find_cuda_tool(executable: str, env_var: str) -> Path | NcuUnavailable:
+def find_cuda_tool(executable: str, env_var: str) -> Path | ToolUnavailable:
     """Find a CUDA toolkit program: the path in `env_var`, else PATH, else $CUDA_HOME/bin, /usr/local/cuda/bin.
 
     An `env_var` naming a missing file is an error (the user asked for that file), not "unavailable".
@@ -116,11 +117,11 @@ def find_cuda_tool(executable: str, env_var: str) -> Path | NcuUnavailable:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
     searched = ", ".join(str(d) for d in toolkit_dirs)
-    return NcuUnavailable(reason=f"{executable} not found (set {env_var}, or put it on PATH; also looked in "
+    return ToolUnavailable(reason=f"{executable} not found (set {env_var}, or put it on PATH; also looked in "
                                  f"{searched})")
 
 
-def locate_ncu() -> Path | NcuUnavailable:
+def locate_ncu() -> Path | ToolUnavailable:
     """The ncu executable, or why there is none."""
     return find_cuda_tool("ncu", NCU_ENV_VAR)
 
@@ -131,7 +132,7 @@ def ncu_available() -> bool:
 
 def _require_ncu() -> Path:
     located = locate_ncu()
-    if isinstance(located, NcuUnavailable):
+    if isinstance(located, ToolUnavailable):
         raise NcuUnavailableError(located)
     return located
 

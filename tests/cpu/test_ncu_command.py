@@ -12,8 +12,8 @@ from tools.errors import UserFacingError
 from tools.ncu import (
     DEFAULT_SECTIONS,
     NcuFailedError,
-    NcuUnavailable,
     NcuUnavailableError,
+    ToolUnavailable,
     check_ncu_run,
     export_details,
     locate_ncu,
@@ -45,7 +45,7 @@ def _stand_in_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) ->
 @pytest.mark.usefixtures("no_ncu")
 def test_missing_ncu_is_reported_as_unavailable() -> None:
     located = locate_ncu()
-    assert isinstance(located, NcuUnavailable)
+    assert isinstance(located, ToolUnavailable)
     assert "ncu not found" in located.reason and ncu.NCU_ENV_VAR in located.reason
     assert ncu_available() is False
 
