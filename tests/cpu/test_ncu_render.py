@@ -67,3 +67,8 @@ def test_kernels_that_do_not_fit_are_counted(report: NcuReport) -> None:
     text = render_findings(report, 230)
     assert "#0 scale" in text
     assert "(+1 more kernel(s), 18.6 us in all, not shown)" in text
+
+
+def test_report_without_kernels_renders_its_totals_line() -> None:
+    assert render_findings(NcuReport(kernels=[])) == (
+        "ncu: 0 kernel launch(es) in launch order, GPU time 0 ns, 0 elapsed cycles")
