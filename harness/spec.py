@@ -11,7 +11,7 @@ import torch
 from pydantic import BaseModel
 
 from harness.dtypes import dtype_info, dtype_of_tensor
-from harness.problem import ProblemError, ProblemInstance, outputs_as_list
+from harness.problem import Problem, ProblemError, ProblemInstance, instantiate, outputs_as_list
 
 ConstantValue = bool | int | float | list[int] | list[float]
 
@@ -137,3 +137,14 @@ def _constant_value(value: Any) -> ConstantValue | None:
     if isinstance(value, tuple | list) and value and all(isinstance(v, int | float) for v in value):
         return [float(v) for v in value]
     return None
+
+
+def spec_for_problem(problem: Problem, gpu: int | None) -> ProblemSpec:
+    """Derive the spec on the GPU when given one; otherwise on the meta device (shapes only, no memory, so a
+    multi-GB problem costs nothing), falling back to the CPU for models with data-dependent shapes."""
+    if gpu is not None:
+        return derive_spec(instantiate(problem, 0, f"cuda:{gpu}"))
+    try:
+        return derive_spec(instantiate(problem, 0, "meta"))
+    except ProblemError:
+        return derive_spec(instantiate(problem, 0, "cpu"))

@@ -1,0 +1,121 @@
+"""Benchmark: a full evaluation through the KernelBlaster harness vs through a load_inline extension.
+
+For each example candidate, both paths do the same work from a cold build cache: compile, verify on
+several seeds of fresh inputs, then time the kernel. The harness path is `evaluate_candidate` (driver
+process, nvcc -c of the candidate only); the load_inline path is how KernelBench evaluates (a PyTorch C++
+extension built per candidate). Prints each path's wall time, their ratio, and the harness's timing spread.
+
+Run on a GPU machine:  python benchmarks/harness_vs_load_inline.py [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from harness.evaluate import EvalOptions, evaluate_candidate
+from harness.header import generate_header
+from harness.precision import tolerance_for
+from harness.problem import instantiate, load_problem
+from harness.spec import spec_for_problem
+from harness.timing import time_torch_calls
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVER_DIR = ROOT / "harness" / "driver"
+SEEDS = 5
+EXAMPLES = (
+    ("elementwise_swish_scale", "fast"),
+    ("softmax_rows", "fast"),
+    ("gemm_bias_relu", "fast"),
+)
+_WRAPPER = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include "kb_abi.h"
+extern "C" int kb_forward(const KBTensor*, const KBTensor*, KBTensor*, cudaStream_t);
+static KBTensor describe(const torch::Tensor& t) {
+  KBTensor d{};
+  d.data = t.data_ptr(); d.ndim = t.dim();
+  for (int i = 0; i < t.dim(); ++i) { d.shape[i] = t.size(i); d.strides[i] = t.stride(i); }
+  return d;
+}
+void run(std::vector<torch::Tensor> inputs, std::vector<torch::Tensor> params, std::vector<torch::Tensor> outputs) {
+  std::vector<KBTensor> in, pa, out;
+  for (auto& t : inputs) in.push_back(describe(t));
+  for (auto& t : params) pa.push_back(describe(t));
+  for (auto& t : outputs) out.push_back(describe(t));
+  TORCH_CHECK(kb_forward(in.data(), pa.data(), out.data(), at::cuda::getCurrentCUDAStream()) == 0);
+}
+"""
+
+
+def harness_seconds(problem: Path, candidate: Path, cache: Path) -> tuple[float, str, float]:
+    options = EvalOptions(seeds=SEEDS, baseline=False, cache_dir=cache)
+    started = time.perf_counter()
+    result = evaluate_candidate(problem, candidate, options)
+    seconds = time.perf_counter() - started
+    cv = result.timing.event.cv if result.timing else float("nan")
+    return seconds, result.verdict, cv
+
+
+def load_inline_seconds(problem_path: Path, candidate: Path, build_root: Path) -> tuple[float, bool]:
+    from torch.utils.cpp_extension import load_inline
+
+    started = time.perf_counter()
+    problem = load_problem(problem_path)
+    header_dir = build_root / "include"
+    header_dir.mkdir(parents=True, exist_ok=True)
+    (header_dir / "kb_problem.h").write_text(generate_header(spec_for_problem(problem, gpu=0)))
+    build_dir = build_root / "build"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    module = load_inline(name=f"kb_{candidate.parent.name}_{candidate.stem}", cpp_sources=_WRAPPER,
+                         cuda_sources=candidate.read_text(), functions=["run"], build_directory=str(build_dir),
+                         extra_include_paths=[str(header_dir), str(DRIVER_DIR)],
+                         extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a"])
+    correct = True
+    for seed in range(SEEDS):
+        instance = instantiate(problem, seed, "cuda")
+        reference = instance.reference()
+        outputs = [torch.empty_like(r) for r in reference]
+        module.run(instance.tensor_args, list(instance.initial_state.values()), outputs)
+        torch.cuda.synchronize()
+        correct &= all(torch.allclose(o, r, rtol=tolerance_for(r.dtype, "strict").rtol, atol=1e-4)
+                       for o, r in zip(outputs, reference, strict=True))
+    args = [instantiate(problem, seed, "cuda") for seed in range(2)]
+    calls = [lambda i=i: module.run(i.tensor_args, list(i.initial_state.values()), [torch.empty_like(r) for r in
+                                                                                   reference]) for i in args]
+    time_torch_calls(calls, 0)
+    return time.perf_counter() - started, correct
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3, help="cold-cache evaluations per path and candidate")
+    args = parser.parse_args()
+    print(f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; {SEEDS} seeds; cold build caches")
+    print(f"{'candidate':36} {'harness s':>10} {'load_inline s':>14} {'ratio':>7} {'verdict':>8} {'timing CV':>9}")
+    for problem_name, variant in EXAMPLES:
+        problem = ROOT / "examples" / "problems" / f"{problem_name}.py"
+        candidate = ROOT / "examples" / "candidates" / problem_name / f"{variant}.cu"
+        ours, theirs, cvs, verdict = [], [], [], ""
+        for _ in range(args.repeats):
+            with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as build:
+                seconds, verdict, cv = harness_seconds(problem, candidate, Path(cache))
+                ours.append(seconds)
+                cvs.append(cv)
+                inline_seconds, _ = load_inline_seconds(problem, candidate, Path(build))
+                theirs.append(inline_seconds)
+        ours_median, theirs_median = statistics.median(ours), statistics.median(theirs)
+        print(f"{problem_name + '/' + variant:36} {ours_median:10.2f} {theirs_median:14.2f} "
+              f"{theirs_median / ours_median:6.1f}x {verdict:>8} {statistics.median(cvs) * 100:8.2f}%")
+        print(f"{'':36} spread: harness {min(ours):.2f}-{max(ours):.2f} s, "
+              f"load_inline {min(theirs):.2f}-{max(theirs):.2f} s over {args.repeats} runs")
+
+
+if __name__ == "__main__":
+    main()

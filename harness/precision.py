@@ -1,0 +1,67 @@
+"""Precision policies and the tolerances they imply for each output dtype.
+
+`strict` (the default) demands fp32 accuracy, so a candidate cannot win by quietly using TF32 or fp16
+tensor cores. `tf32` and `fp16` must be asked for, and then the PyTorch baseline gets the same freedom
+(TF32 matmuls / autocast), so the speedup stays a like-for-like comparison.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Literal
+
+import torch
+from pydantic import BaseModel
+
+PrecisionPolicy = Literal["strict", "tf32", "fp16"]
+PRECISION_POLICIES: tuple[PrecisionPolicy, ...] = ("strict", "tf32", "fp16")
+
+
+class Tolerance(BaseModel):
+    """Elementwise |out-ref| <= atol + rtol*|ref| with atol = atol_scale * rms(ref), and a global rel-L2 bound."""
+
+    rtol: float
+    atol_scale: float
+    max_rel_l2: float
+    exact: bool = False
+
+
+_EXACT = Tolerance(rtol=0.0, atol_scale=0.0, max_rel_l2=0.0, exact=True)
+# fp32 dot products of a few thousand terms land near 1e-6 relative L2; TF32 near 3e-4; so 1e-4 separates them.
+_FLOAT32 = {
+    "strict": Tolerance(rtol=1e-3, atol_scale=1e-4, max_rel_l2=1e-4),
+    "tf32": Tolerance(rtol=1e-2, atol_scale=1e-3, max_rel_l2=2e-3),
+    "fp16": Tolerance(rtol=2e-2, atol_scale=1e-2, max_rel_l2=1e-2),
+}
+_HALF = {
+    torch.float16: Tolerance(rtol=1e-2, atol_scale=1e-2, max_rel_l2=1e-2),
+    torch.bfloat16: Tolerance(rtol=2e-2, atol_scale=2e-2, max_rel_l2=2e-2),
+}
+
+
+def tolerance_for(dtype: torch.dtype, policy: PrecisionPolicy) -> Tolerance:
+    if not dtype.is_floating_point:
+        return _EXACT
+    if dtype == torch.float64:
+        return Tolerance(rtol=1e-7, atol_scale=1e-9, max_rel_l2=1e-9)
+    if dtype == torch.float32:
+        return _FLOAT32[policy]
+    return _HALF.get(dtype, _HALF[torch.bfloat16])
+
+
+@contextmanager
+def baseline_precision(policy: PrecisionPolicy):
+    """Run PyTorch with exactly the freedom the candidate was given, then restore the global flags."""
+    matmul_flag = torch.backends.cuda.matmul.allow_tf32
+    cudnn_flag = torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = policy != "strict"
+    torch.backends.cudnn.allow_tf32 = policy != "strict"
+    try:
+        if policy == "fp16":
+            with torch.autocast("cuda", dtype=torch.float16):
+                yield
+        else:
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul_flag
+        torch.backends.cudnn.allow_tf32 = cudnn_flag

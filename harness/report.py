@@ -1,0 +1,64 @@
+"""Render an EvalResult or a baseline as a short report a GPU engineer reads at a glance."""
+
+from __future__ import annotations
+
+from harness.profile import ProfileOutcome, ProfileReport
+from harness.result import BaselineTiming, EvalResult, Roofline
+
+
+def render_eval(result: EvalResult) -> str:
+    lines = [
+        f"verdict: {result.verdict} - {result.summary}",
+        f"problem: {result.problem}   candidate: {result.candidate} (sha256 {result.source_sha256[:12]})",
+        f"gpu: {result.gpu or 'none'} ({result.arch})   precision: {result.precision}",
+    ]
+    if result.compile and result.compile.resources:
+        lines.append("resources: " + "; ".join(result.compile.resources))
+    if result.checks:
+        lines.append("checks:")
+        width = max(len(c.name) for c in result.checks)
+        lines += [f"  {'PASS' if c.passed else 'FAIL'} {c.name:<{width}}  {c.detail}" for c in result.checks]
+    if result.weakly_checked:
+        lines.append("note: the reference output is near-zero or constant, so correctness is only weakly checked")
+    if result.timing:
+        lines.append(f"time: {result.timing.event.describe()}, {result.timing.rotating_sets} rotating input sets, "
+                     "L2 flushed before each call")
+    if result.baseline:
+        lines += render_baseline_lines(result.baseline)
+    if result.speedup:
+        compile_text = f"{result.speedup.vs_compile:.2f}x" if result.speedup.vs_compile else "n/a"
+        lines.append(f"speedup: {result.speedup.vs_best:.2f}x vs the faster baseline "
+                     f"({result.speedup.vs_eager:.2f}x vs eager, {compile_text} vs torch.compile)")
+    if result.roofline:
+        lines.append(render_roofline(result.roofline))
+    lines += render_profile_lines(result.profile)
+    if result.verdict == "compile_error" and result.compile_log:
+        lines += ["compiler output:", result.compile_log.strip()]
+    return "\n".join(lines)
+
+
+def render_baseline_lines(baseline: BaselineTiming) -> list[str]:
+    lines = [f"pytorch eager: {baseline.eager.describe()}"]
+    if baseline.compiled:
+        lines.append(f"torch.compile: {baseline.compiled.describe()}")
+    elif baseline.compile_error:
+        lines.append(f"torch.compile: failed ({baseline.compile_error})")
+    return lines
+
+
+def render_roofline(roofline: Roofline) -> str:
+    text = (f"roofline: {roofline.compulsory_bytes / 1e6:.1f} MB, {roofline.flops / 1e9:.2f} GFLOP; "
+            f"floor {roofline.floor_ms * 1000:.1f} us ({roofline.limited_by}-bound at "
+            f"{roofline.peak_bandwidth_gbs:.0f} GB/s, {roofline.peak_tflops:.1f} TFLOP/s measured)")
+    if roofline.fraction_of_floor is not None:
+        text += f"; candidate at {roofline.fraction_of_floor * 100:.0f}% of the floor"
+    return text
+
+
+def render_profile_lines(profile: ProfileOutcome | None) -> list[str]:
+    if profile is None:
+        return ["profile: not requested (--profile)"]
+    if not isinstance(profile, ProfileReport):
+        return [f"profile: unavailable ({profile.reason})"]
+    return [f"profile: {profile.kernel_count} kernels, {profile.total_gpu_time_ns / 1000:.1f} us GPU time, "
+            f"{profile.total_elapsed_cycles:,.0f} cycles; {profile.signature_summary}", profile.findings]

@@ -1,0 +1,131 @@
+"""Roofline floor of a problem on this GPU: compulsory bytes and FLOPs over the GPU's measured peaks.
+
+Peaks are measured once per GPU model (a large device-to-device copy; large matrix products in fp32,
+TF32 and fp16) and cached. A candidate faster than the floor is physically implausible: `suspicious`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+from pydantic import BaseModel, ValidationError
+from torch.utils.flop_counter import FlopCounterMode
+
+from harness.precision import PrecisionPolicy
+from harness.problem import ProblemInstance
+from harness.result import CheckResult, Roofline
+from harness.spec import ProblemSpec
+
+# Measured peaks sit below the datasheet ceilings (about 90% of bandwidth); the floor uses peaks scaled by
+# this headroom so that a kernel that merely beats our own measurement of cuBLAS is not called a cheat.
+HEADROOM = 1.25
+_COPY_BYTES = 1 << 30
+_MATMUL_SIZE = 8192
+
+
+class GpuPeaks(BaseModel):
+    gpu_name: str
+    bandwidth_gbs: float
+    fp32_tflops: float
+    tf32_tflops: float
+    fp16_tflops: float
+    measured_at: str
+
+    def tflops_for(self, policy: PrecisionPolicy) -> float:
+        return {"strict": self.fp32_tflops, "tf32": self.tf32_tflops, "fp16": self.fp16_tflops}[policy]
+
+
+def peaks_for_device(device: int, cache_dir: Path) -> GpuPeaks:
+    name = torch.cuda.get_device_name(device)
+    path = cache_dir / "peaks" / f"{re.sub(r'[^A-Za-z0-9]+', '_', name)}.json"
+    if path.exists():
+        try:
+            return GpuPeaks.model_validate_json(path.read_text())
+        except ValidationError:
+            pass  # an unreadable cache is simply measured again
+    peaks = measure_peaks(device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(peaks.model_dump(), indent=2))
+    return peaks
+
+
+def measure_peaks(device: int) -> GpuPeaks:
+    with torch.cuda.device(device):
+        return GpuPeaks(
+            gpu_name=torch.cuda.get_device_name(device),
+            bandwidth_gbs=_copy_bandwidth_gbs(),
+            fp32_tflops=_matmul_tflops(torch.float32, allow_tf32=False),
+            tf32_tflops=_matmul_tflops(torch.float32, allow_tf32=True),
+            fp16_tflops=_matmul_tflops(torch.float16, allow_tf32=False),
+            measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+
+
+def _copy_bandwidth_gbs() -> float:
+    """Device-to-device copy, counting bytes read plus bytes written."""
+    source = torch.empty(_COPY_BYTES, dtype=torch.uint8, device="cuda")
+    target = torch.empty_like(source)
+    return 2 * _COPY_BYTES / _median_ms(lambda: target.copy_(source)) / 1e6
+
+
+def _matmul_tflops(dtype: torch.dtype, allow_tf32: bool) -> float:
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    try:
+        a = torch.randn(_MATMUL_SIZE, _MATMUL_SIZE, device="cuda", dtype=dtype)
+        b = torch.randn(_MATMUL_SIZE, _MATMUL_SIZE, device="cuda", dtype=dtype)
+        milliseconds = _median_ms(lambda: a @ b)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    return 2 * _MATMUL_SIZE**3 / milliseconds / 1e9
+
+
+def _median_ms(operation, repeats: int = 10) -> float:
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(3):
+        operation()
+    samples = []
+    for _ in range(repeats):
+        start.record()
+        operation()
+        stop.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(stop))
+    return sorted(samples)[len(samples) // 2]
+
+
+def count_flops(instance: ProblemInstance) -> int:
+    """FLOPs of the reference as PyTorch's counter sees them (matmuls and convolutions; elementwise is free)."""
+    with FlopCounterMode(display=False) as counter:
+        instance.reference()
+    return int(counter.get_total_flops())
+
+
+def roofline_for(spec: ProblemSpec, flops: int, peaks: GpuPeaks, policy: PrecisionPolicy) -> Roofline:
+    memory_ms = spec.compulsory_bytes / (peaks.bandwidth_gbs * HEADROOM * 1e6)
+    compute_ms = flops / (peaks.tflops_for(policy) * HEADROOM * 1e9)
+    return Roofline(
+        compulsory_bytes=spec.compulsory_bytes,
+        flops=flops,
+        peak_bandwidth_gbs=peaks.bandwidth_gbs,
+        peak_tflops=peaks.tflops_for(policy),
+        floor_ms=max(memory_ms, compute_ms),
+        limited_by="memory" if memory_ms >= compute_ms else "compute",
+    )
+
+
+def roofline_check(roofline: Roofline, time_ms: float) -> tuple[Roofline, CheckResult]:
+    fraction = roofline.floor_ms / time_ms if time_ms > 0 else float("inf")
+    measured = roofline.model_copy(update={"fraction_of_floor": fraction})
+    below = time_ms < roofline.floor_ms
+    detail = (
+        f"{time_ms * 1000:.1f} us is below the {roofline.limited_by} floor of {roofline.floor_ms * 1000:.1f} us "
+        "(compulsory work over the GPU's peak with headroom): physically implausible, not rewarded"
+        if below
+        else f"{fraction * 100:.0f}% of the {roofline.limited_by}-bound floor ({roofline.floor_ms * 1000:.1f} us)"
+    )
+    return measured, CheckResult(name="roofline", passed=not below, detail=detail)
