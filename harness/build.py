@@ -1,0 +1,119 @@
+"""Build one candidate: source checks, compile, object symbol check, then link with the test driver.
+
+The driver object is compiled once per GPU arch (the compile cache keeps it); each candidate costs one
+`nvcc -c` (itself cached by content) and one link. The result says which stage stopped the build.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from harness.static_check import StaticViolation, check_source
+from tools.errors import UserFacingError
+from tools.nvcc import CompileResult, CompilerMessage, KernelResources, compile_object, link_executable
+from tools.symbols import SymbolViolation, check_object_symbols, link_libraries, validate_allow
+
+DRIVER_DIR = Path(__file__).resolve().parent / "driver"
+DRIVER_SOURCE = DRIVER_DIR / "kb_driver.cu"
+SOURCE_NAME = "candidate.cu"
+HEADER_NAME = "kb_problem.h"
+OBJECT_NAME = "candidate.o"
+EXECUTABLE_NAME = "candidate"
+
+BuildStage = Literal["static_violation", "compile_error", "link_error", "ok"]
+
+
+class BuildResult(BaseModel):
+    """What building one candidate produced, and the stage that stopped it (`ok` when none did)."""
+
+    stage: BuildStage
+    violations: list[StaticViolation]  # source rules, then forbidden symbols found in the object
+    compile: CompileResult | None
+    link: CompileResult | None
+    source_path: Path
+    header_path: Path
+    executable: Path | None
+
+    @property
+    def log(self) -> str:
+        """The compiler's and linker's output, as they printed it."""
+        return "".join(step.log for step in (self.compile, self.link) if step is not None)
+
+    @property
+    def messages(self) -> list[CompilerMessage]:
+        return [m for step in (self.compile, self.link) if step is not None for m in step.messages]
+
+    @property
+    def resources(self) -> list[KernelResources]:
+        return self.compile.kernels if self.compile is not None else []
+
+    @property
+    def seconds(self) -> float:
+        return sum(step.duration_s for step in (self.compile, self.link) if step is not None)
+
+    @property
+    def cached(self) -> bool:
+        """True when the candidate object came from the compile cache."""
+        return self.compile is not None and self.compile.cached
+
+
+def build_candidate(
+    source: str, header: str, workdir: Path, *, arch: str, allow: frozenset[str], cache_dir: Path
+) -> BuildResult:
+    """Write the candidate and its header into `workdir` and build its driver executable there."""
+    allow = validate_allow(allow)
+    workdir.mkdir(parents=True, exist_ok=True)
+    source_path, header_path = workdir / SOURCE_NAME, workdir / HEADER_NAME
+    source_path.write_text(source)
+    header_path.write_text(header)
+    result = BuildResult(
+        stage="static_violation",
+        violations=check_source(source, allow),
+        compile=None,
+        link=None,
+        source_path=source_path,
+        header_path=header_path,
+        executable=None,
+    )
+    if result.violations:
+        return result
+
+    result.compile = compile_object(
+        source_path, workdir / OBJECT_NAME, arch=arch, include_dirs=[workdir, DRIVER_DIR], cache_dir=cache_dir
+    )
+    if not result.compile.ok or result.compile.output is None:
+        result.stage = "compile_error"
+        return result
+    result.violations = [_from_symbol(v) for v in check_object_symbols(result.compile.output, allow)]
+    if result.violations:
+        return result
+
+    driver = driver_object(arch, cache_dir)
+    result.link = link_executable(
+        [driver, result.compile.output], workdir / EXECUTABLE_NAME, arch=arch, libraries=link_libraries(allow)
+    )
+    result.stage = "ok" if result.link.ok else "link_error"
+    result.executable = result.link.output
+    return result
+
+
+def driver_object(arch: str, cache_dir: Path) -> Path:
+    """The test driver compiled for `arch`; a failure here is the installation's fault, not the candidate's."""
+    compiled = compile_object(
+        DRIVER_SOURCE,
+        cache_dir / "driver" / f"kb_driver_{arch}.o",
+        arch=arch,
+        include_dirs=[DRIVER_DIR],
+        cache_dir=cache_dir,
+    )
+    if not compiled.ok or compiled.output is None:
+        first_error = next((m.text for m in compiled.errors), compiled.log.strip()[-300:])
+        raise UserFacingError(f"the test driver ({DRIVER_SOURCE}) does not compile for {arch}: {first_error}")
+    return compiled.output
+
+
+def _from_symbol(violation: SymbolViolation) -> StaticViolation:
+    return StaticViolation(rule=violation.rule, line=None, text=violation.symbol, message=violation.message)

@@ -1,0 +1,197 @@
+// A minimal JSON reader and string escaper for the test driver's line protocol.
+//
+// The driver must not depend on anything beyond the CUDA toolkit and the C++ standard library, and the
+// protocol is tiny (objects, arrays, numbers, strings, booleans), so a small recursive-descent parser is
+// simpler than vendoring a library. Integers are kept exactly (offsets and strides are 64-bit).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kbjson {
+
+// Raised for malformed JSON and for requests whose fields have the wrong shape; the driver turns it into
+// an {"ok":false} reply and keeps serving.
+struct RequestError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Value {
+  enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
+  bool boolean = false;
+  double number = 0.0;
+  bool is_integer = false;
+  int64_t integer = 0;
+  std::string text;
+  std::vector<Value> items;
+  std::vector<std::pair<std::string, Value>> members;
+
+  const Value* find(const std::string& key) const {
+    for (const auto& member : members)
+      if (member.first == key) return &member.second;
+    return nullptr;
+  }
+};
+
+class Parser {
+ public:
+  explicit Parser(const std::string& input) : s_(input) {}
+
+  Value parse_document() {
+    Value value = parse_value();
+    skip_space();
+    if (pos_ != s_.size()) fail("trailing characters after the JSON value");
+    return value;
+  }
+
+ private:
+  const std::string& s_;
+  size_t pos_ = 0;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw RequestError("malformed JSON at byte " + std::to_string(pos_) + ": " + what);
+  }
+  void skip_space() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\r' || s_[pos_] == '\n'))
+      ++pos_;
+  }
+  bool consume(char c) {
+    skip_space();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!consume(c)) fail(std::string("expected '") + c + "'");
+  }
+  bool consume_word(const char* word) {
+    size_t n = std::char_traits<char>::length(word);
+    if (s_.compare(pos_, n, word) != 0) return false;
+    pos_ += n;
+    return true;
+  }
+
+  Value parse_value() {
+    skip_space();
+    if (pos_ >= s_.size()) fail("unexpected end of input");
+    Value v;
+    char c = s_[pos_];
+    if (c == '{') {
+      v.kind = Value::Object;
+      ++pos_;
+      if (consume('}')) return v;
+      do {
+        skip_space();
+        std::string key = parse_string();
+        expect(':');
+        v.members.emplace_back(std::move(key), parse_value());
+      } while (consume(','));
+      expect('}');
+    } else if (c == '[') {
+      v.kind = Value::Array;
+      ++pos_;
+      if (consume(']')) return v;
+      do v.items.push_back(parse_value());
+      while (consume(','));
+      expect(']');
+    } else if (c == '"') {
+      v.kind = Value::String;
+      v.text = parse_string();
+    } else if (consume_word("true")) {
+      v.kind = Value::Bool;
+      v.boolean = true;
+    } else if (consume_word("false")) {
+      v.kind = Value::Bool;
+    } else if (consume_word("null")) {
+      v.kind = Value::Null;
+    } else {
+      parse_number(v);
+    }
+    return v;
+  }
+
+  void parse_number(Value& v) {
+    size_t start = pos_;
+    if (pos_ < s_.size() && s_[pos_] == '-') ++pos_;
+    bool fractional = false;
+    while (pos_ < s_.size()) {
+      char c = s_[pos_];
+      if (c >= '0' && c <= '9') {
+      } else if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+        fractional = true;
+      } else {
+        break;
+      }
+      ++pos_;
+    }
+    std::string token = s_.substr(start, pos_ - start);
+    if (token.empty() || token == "-") fail("expected a value");
+    char* end = nullptr;
+    v.kind = Value::Number;
+    v.number = std::strtod(token.c_str(), &end);
+    if (*end != '\0') fail("bad number '" + token + "'");
+    if (!fractional) {
+      v.is_integer = true;
+      v.integer = std::strtoll(token.c_str(), nullptr, 10);
+    }
+  }
+
+  std::string parse_string() {
+    if (pos_ >= s_.size() || s_[pos_] != '"') fail("expected a string");
+    ++pos_;
+    std::string out;
+    while (pos_ < s_.size() && s_[pos_] != '"') {
+      char c = s_[pos_++];
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= s_.size()) break;
+      char e = s_[pos_++];
+      switch (e) {
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        case 'r': out += '\r'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'u':
+          // The protocol's strings are ASCII (hex handles, command names); keep \u escapes readable
+          // rather than decoding UTF-16.
+          if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
+          out += '?';
+          pos_ += 4;
+          break;
+        default: out += e;
+      }
+    }
+    if (pos_ >= s_.size()) fail("unterminated string");
+    ++pos_;
+    return out;
+  }
+};
+
+// Quotes `text` as a JSON string (error messages may carry quotes, backslashes or control characters).
+inline std::string quote(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace kbjson

@@ -1,0 +1,200 @@
+"""Source rules for a candidate, checked before it is compiled.
+
+Forbidden includes (PyTorch and Python; optional libraries unless the run allows them), forbidden API
+families (the catalogue in tools/symbols.py) and the required kb_forward definition. Comments and string
+literals are blanked before matching, so a rule named in a comment is not a violation; violations carry
+the original line number and text.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from tools.symbols import FORBIDDEN_APIS, LIBRARIES, validate_allow
+
+PYTORCH_INCLUDE = re.compile(r"^(?:torch|ATen|c10|caffe2|pybind11)/|^(?:Python|torch)\.h$")
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"](?P<path>[^>\"]+)[>\"]", re.MULTILINE)
+_KB_FORWARD_DEFINITION = re.compile(r"\bkb_forward\s*\([^;{}]*\)\s*\{")
+KB_FORWARD_SIGNATURE = (
+    'extern "C" int kb_forward(const KBTensor* inputs, const KBTensor* params, KBTensor* outputs, cudaStream_t stream)'
+)
+
+
+class StaticViolation(BaseModel):
+    """One broken source rule; `line` is 1-based in the original source (None for whole-file rules)."""
+
+    rule: str
+    line: int | None
+    text: str
+    message: str
+
+
+def check_source(source: str, allow: frozenset[str] = frozenset()) -> list[StaticViolation]:
+    """Every violation in the candidate source, in line order (whole-file rules last)."""
+    allow = validate_allow(allow)
+    stripped = strip_comments_and_strings(source)
+    found = [*_include_violations(stripped, source, allow), *_api_violations(stripped, source)]
+    found.sort(key=lambda v: v.line or 0)
+    if not _KB_FORWARD_DEFINITION.search(stripped.code):
+        found.append(
+            StaticViolation(
+                rule="missing_kb_forward",
+                line=None,
+                text="",
+                message=f"the source does not define kb_forward; define {KB_FORWARD_SIGNATURE}",
+            )
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class StrippedSource:
+    """The source with comments blanked (`without_comments`) and also string/char contents (`code`).
+
+    Both keep every newline and character position, so offsets map back to the original lines.
+    """
+
+    without_comments: str
+    code: str
+
+
+def strip_comments_and_strings(source: str) -> StrippedSource:
+    """Blank comments, and separately string and character literal contents, keeping positions."""
+    without_comments = list(source)
+    code = list(source)
+    i, n = 0, len(source)
+    while i < n:
+        if source.startswith("//", i):
+            end = _line_comment_end(source, i)
+            _blank(without_comments, i, end)
+            _blank(code, i, end)
+        elif source.startswith("/*", i):
+            close = source.find("*/", i + 2)
+            end = n if close < 0 else close + 2
+            _blank(without_comments, i, end)
+            _blank(code, i, end)
+        elif source[i] == '"' or (source[i] == "'" and not _is_digit_separator(source, i)):
+            end = _literal_end(source, i)
+            _blank(code, i + 1, end - 1)
+        else:
+            end = i + 1
+        i = max(end, i + 1)
+    return StrippedSource(without_comments="".join(without_comments), code="".join(code))
+
+
+def _blank(chars: list[str], start: int, end: int) -> None:
+    for k in range(start, min(end, len(chars))):
+        if chars[k] != "\n":
+            chars[k] = " "
+
+
+def _line_comment_end(source: str, start: int) -> int:
+    """End of a // comment; a backslash before the newline continues it onto the next line."""
+    i = start
+    while True:
+        newline = source.find("\n", i)
+        if newline < 0:
+            return len(source)
+        if source[newline - 1] != "\\" and source[newline - 2 : newline] != "\\\r":
+            return newline
+        i = newline + 1
+
+
+def _is_digit_separator(source: str, i: int) -> bool:
+    """True for the ' in 1'000'000 (C++14), which is not a character literal."""
+    start = i
+    while start > 0 and (source[start - 1].isalnum() or source[start - 1] == "_"):
+        start -= 1
+    return start < i and source[start].isdigit()
+
+
+_RAW_STRING_PREFIX = re.compile(r"(?:u8|[uUL])?R$")
+
+
+def _literal_end(source: str, start: int) -> int:
+    """Index just past the string or character literal opening at `start` (raw strings included)."""
+    quote = source[start]
+    prefix_start = max(0, start - 3)
+    if quote == '"' and _RAW_STRING_PREFIX.search(source[prefix_start:start]):
+        open_paren = source.find("(", start)
+        if open_paren > 0:
+            delimiter = source[start + 1 : open_paren]
+            close = source.find(f'){delimiter}"', open_paren)
+            return len(source) if close < 0 else close + len(delimiter) + 2
+    i = start + 1
+    while i < len(source) and source[i] != quote and source[i] != "\n":
+        i += 2 if source[i] == "\\" else 1
+    return min(i + 1, len(source))
+
+
+class _Lines:
+    """Maps an offset in the source to its 1-based line number and original text."""
+
+    def __init__(self, source: str) -> None:
+        self._starts = [0, *(m.end() for m in re.finditer("\n", source))]
+        self._lines = source.split("\n")
+
+    def at(self, offset: int) -> tuple[int, str]:
+        index = bisect.bisect_right(self._starts, offset) - 1
+        return index + 1, self._lines[index].strip()
+
+
+def _include_violations(stripped: StrippedSource, source: str, allow: frozenset[str]) -> list[StaticViolation]:
+    lines = _Lines(source)
+    violations = []
+    for match in _INCLUDE.finditer(stripped.without_comments):
+        line, text = lines.at(match.start("path"))
+        reason = _include_reason(match["path"], allow)
+        if reason is not None:
+            rule, why = reason
+            violations.append(StaticViolation(rule=rule, line=line, text=text, message=f"line {line}: {text} — {why}"))
+    return violations
+
+
+def _include_reason(path: str, allow: frozenset[str]) -> tuple[str, str] | None:
+    """(rule, explanation) when including `path` breaks a rule."""
+    if PYTORCH_INCLUDE.search(path):
+        return "pytorch_include", "candidates may not use PyTorch/ATen/c10 or Python; write plain CUDA C++"
+    for library in LIBRARIES:
+        if library.name not in allow and re.search(library.include_pattern, path):
+            return (
+                f"library:{library.name}",
+                f"{library.display_name} is not allowed in this run (allow it with --allow {library.name})",
+            )
+    for api in FORBIDDEN_APIS:
+        if path in api.headers:
+            return api.rule, f"candidates may not {api.message}"
+    return None
+
+
+def _api_violations(stripped: StrippedSource, source: str) -> list[StaticViolation]:
+    lines = _Lines(source)
+    # Include lines are judged by the include rules only (`#include <fstream>` is not a use of fstream).
+    include_lines = {lines.at(m.start())[0] for m in _INCLUDE.finditer(stripped.without_comments)}
+    violations = []
+    for api in FORBIDDEN_APIS:
+        for match in _api_pattern(api.functions, api.source_patterns).finditer(stripped.code):
+            line, text = lines.at(match.start())
+            if line in include_lines:
+                continue
+            violations.append(
+                StaticViolation(
+                    rule=api.rule,
+                    line=line,
+                    text=text,
+                    message=f"line {line}: {text} — {match[0].rstrip('( ')}: candidates may not {api.message}",
+                )
+            )
+    return violations
+
+
+def _api_pattern(functions: tuple[str, ...], patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """Calls of `functions` (not member calls such as `x.write(`) or any of `patterns`."""
+    alternatives = list(patterns)
+    if functions:
+        alternatives.append(r"(?<![\w.>$])(?:" + "|".join(map(re.escape, functions)) + r")\s*\(")
+    return re.compile("|".join(f"(?:{a})" for a in alternatives) or r"(?!)")

@@ -1,0 +1,152 @@
+"""DriverSession against a protocol test double (tests/fixtures/candidates/fake_driver_protocol.py).
+
+The double replies with fixed values; these tests check what the session does with the process: the wire
+format it writes, timeouts, crashes, error replies, stderr capture and output it must skip.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tools.driver_process import DriverCrashed, DriverSession, DriverTimeout, IpcTensor, TensorSet
+
+FAKE_DRIVER = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "fake_driver_protocol.py"
+HANDLE = "ab" * 64
+
+
+def fake_session(behaviour: str = "answer", request_log: Path | None = None) -> DriverSession:
+    env = {"FAKE_DRIVER_BEHAVIOUR": behaviour}
+    if request_log is not None:
+        env["FAKE_DRIVER_REQUEST_LOG"] = str(request_log)
+    return DriverSession(FAKE_DRIVER, wrapper=[sys.executable], env=env)
+
+
+def one_set() -> TensorSet:
+    x = IpcTensor(handle_hex=HANDLE, offset=256, dtype=0, shape=[4, 8], strides=[8, 1])
+    return TensorSet(inputs=[x], params=[], outputs=[x.model_copy(update={"offset": 512})])
+
+
+def process_ended(pid: int, within_s: float = 5.0) -> bool:
+    """True once `pid` is gone or a zombie (a container's init may never reap it), waiting up to `within_s`."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_setup_sends_tensors_in_the_driver_wire_format(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    with fake_session(request_log=log) as session:
+        session.setup([one_set()], flush_bytes=100 << 20, device=1)
+    setup = json.loads(log.read_text().splitlines()[0])
+    assert setup["cmd"] == "setup" and setup["device"] == 1 and setup["flush_bytes"] == 100 << 20
+    assert setup["sets"][0]["inputs"][0] == {
+        "handle": HANDLE, "offset": 256, "dtype": 0, "shape": [4, 8], "strides": [8, 1],
+    }  # fmt: skip
+    assert setup["sets"][0]["outputs"][0]["offset"] == 512
+
+
+def test_run_and_profile_name_the_set_with_the_key_set(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    with fake_session(request_log=log) as session:
+        session.run(2, timeout_s=10)
+        session.profile(1, warmup=3, timeout_s=10)
+    run, profile = (json.loads(line) for line in log.read_text().splitlines()[:2])
+    assert run == {"cmd": "run", "set": 2}
+    assert profile == {"cmd": "profile", "warmup": 3, "set": 1}
+
+
+def test_time_returns_one_event_and_host_sample_per_timed_call() -> None:
+    with fake_session() as session:
+        timing = session.time(sets=[0, 1], warmup=2, iters=7, flush=True, timeout_s=10)
+    assert len(timing.event_ms) == 7 and len(timing.host_ms) == 7
+    assert timing.overhead_ms == pytest.approx(0.01)
+
+
+def test_close_sends_exit_and_the_driver_ends_with_status_zero(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    session = fake_session(request_log=log)
+    with session:
+        session.run(0, timeout_s=10)
+    assert json.loads(log.read_text().splitlines()[-1]) == {"cmd": "exit"}
+    assert session.exit_status == 0
+
+
+def test_a_request_without_reply_times_out_and_kills_the_process_group() -> None:
+    session = fake_session("hang")
+    with session, pytest.raises(DriverTimeout) as raised:
+        session.run(0, timeout_s=1.0)
+    child_line = next(line for line in raised.value.stderr_tail.splitlines() if line.startswith("child"))
+    assert raised.value.command == "run"
+    assert session.exit_status == -9
+    assert process_ended(int(child_line.split()[1]))
+
+
+def test_timeout_is_measured_per_request() -> None:
+    with fake_session("hang") as session:
+        started = time.monotonic()
+        with pytest.raises(DriverTimeout):
+            session.run(0, timeout_s=0.5)
+        elapsed = time.monotonic() - started
+    assert 0.5 <= elapsed < 3.0
+
+
+def test_a_process_that_dies_mid_request_raises_crashed_with_signal_and_stderr() -> None:
+    with fake_session("die") as session, pytest.raises(DriverCrashed) as raised:
+        session.run(0, timeout_s=10)
+    assert raised.value.exit_status == -11
+    assert "about to touch a bad address" in raised.value.stderr_tail
+    assert "SIGSEGV" in str(raised.value)
+
+
+def test_a_fatal_error_reply_raises_crashed_with_the_error_and_exit_status_3() -> None:
+    with fake_session("cuda_error") as session, pytest.raises(DriverCrashed) as raised:
+        session.run(0, timeout_s=10)
+    assert raised.value.error.startswith("cudaErrorIllegalAddress")
+    assert raised.value.exit_status == 3
+
+
+def test_a_nonzero_kb_forward_return_is_reported_and_the_driver_keeps_serving() -> None:
+    with fake_session("rc") as session:
+        with pytest.raises(DriverCrashed) as raised:
+            session.run(0, timeout_s=10)
+        assert raised.value.rc == 7 and raised.value.exit_status is None
+        timing = session.time(sets=[0], warmup=0, iters=1, flush=False, timeout_s=10)
+    assert len(timing.host_ms) == 1
+
+
+def test_megabytes_of_stderr_and_non_json_stdout_do_not_block_or_confuse_the_reply() -> None:
+    with fake_session("chatty") as session:
+        session.run(0, timeout_s=10)
+        tail = session.stderr_tail()
+    assert "last words" in tail
+    assert "==PROF== Connected to process" in tail
+    assert len(tail.encode()) <= 64 * 1024
+
+
+def test_a_request_after_the_driver_died_raises_crashed() -> None:
+    with fake_session("die") as session:
+        with pytest.raises(DriverCrashed):
+            session.run(0, timeout_s=10)
+        with pytest.raises(DriverCrashed, match="no longer running"):
+            session.time(sets=[0], warmup=0, iters=1, flush=False, timeout_s=10)
+
+
+def test_ipc_tensor_rejects_a_handle_that_is_not_64_bytes_of_hex() -> None:
+    with pytest.raises(ValueError, match="handle_hex"):
+        IpcTensor(handle_hex="abc", offset=0, dtype=0, shape=[1], strides=[1])
+
+
+def test_ipc_tensor_rejects_more_dimensions_than_kbtensor_holds() -> None:
+    with pytest.raises(ValueError, match="at most 8"):
+        IpcTensor(handle_hex=HANDLE, offset=0, dtype=0, shape=[1] * 9, strides=[1] * 9)

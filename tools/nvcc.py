@@ -1,0 +1,372 @@
+"""Thin wrapper of nvcc: compile a CUDA source to an object and link objects into an executable.
+
+Keeps the full compiler log, parses it into typed messages and per-kernel ptxas resource usage, times
+each step and caches compiled objects by content hash. Results are pydantic models that go into reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from tools.errors import UserFacingError
+
+NVCC_ENV_VAR = "KERNELBLASTER_NVCC"
+COMPILE_TIMEOUT_S = 300.0
+LINK_TIMEOUT_S = 120.0
+
+# The candidate's workspace allocations are routed through the driver's poisoning wrappers
+# (harness/driver/kb_driver.cu); only the candidate's undefined references are redirected by --wrap.
+WRAPPED_ALLOCATORS = ("cudaMalloc", "cudaMallocAsync", "cudaMallocFromPoolAsync", "cudaMallocPitch")
+
+Severity = Literal["error", "warning", "remark", "note"]
+
+
+class CompilerMessage(BaseModel):
+    """One diagnostic from nvcc, its host compiler, ptxas or the linker."""
+
+    file: str | None
+    line: int | None
+    severity: Severity
+    text: str
+
+    def render(self) -> str:
+        """One line such as `candidate.cu:12: error: identifier "x" is undefined`."""
+        where = f"{self.file}:{self.line}: " if self.file and self.line else ""
+        return f"{where}{self.severity}: {self.text.splitlines()[0] if self.text else ''}"
+
+
+class KernelResources(BaseModel):
+    """What ptxas reports for one kernel (entry function) compiled for one arch."""
+
+    name: str
+    mangled_name: str
+    arch: str
+    registers: int
+    shared_memory_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+    stack_frame_bytes: int
+
+    def render(self) -> str:
+        """One line such as `scale(float*): 10 registers, 1024 B smem, 0 B spilled, 0 B stack`."""
+        spilled = self.spill_store_bytes + self.spill_load_bytes
+        return (
+            f"{self.name}: {self.registers} registers, {self.shared_memory_bytes} B smem, "
+            f"{spilled} B spilled, {self.stack_frame_bytes} B stack"
+        )
+
+
+class CompileResult(BaseModel):
+    """The outcome of one nvcc invocation (compile or link)."""
+
+    ok: bool
+    command: list[str]
+    log: str
+    messages: list[CompilerMessage]
+    kernels: list[KernelResources]
+    duration_s: float
+    cached: bool = False
+    timed_out: bool = False
+    output: Path | None
+
+    @property
+    def errors(self) -> list[CompilerMessage]:
+        return [m for m in self.messages if m.severity == "error"]
+
+
+def find_nvcc() -> Path:
+    """The nvcc to use: $KERNELBLASTER_NVCC, else nvcc on PATH, else the one under $CUDA_HOME."""
+    configured = os.environ.get(NVCC_ENV_VAR)
+    if configured:
+        if not Path(configured).is_file():
+            raise UserFacingError(f"{NVCC_ENV_VAR}={configured} does not name an nvcc executable")
+        return Path(configured)
+    on_path = shutil.which("nvcc")
+    if on_path:
+        return Path(on_path)
+    cuda_home = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    if (cuda_home / "bin" / "nvcc").is_file():
+        return cuda_home / "bin" / "nvcc"
+    raise UserFacingError(
+        f"nvcc not found: install the CUDA toolkit and put nvcc on PATH, or set {NVCC_ENV_VAR}=/path/to/nvcc"
+    )
+
+
+@cache
+def nvcc_version(nvcc: Path) -> str:
+    """nvcc's version banner; part of the cache key, so a toolkit upgrade never reuses old objects."""
+    completed = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=False)
+    return completed.stdout.strip()
+
+
+def arch_flags(arch: str) -> list[str]:
+    """Code generation flags; on Hopper the arch-specific target so wgmma and setmaxnreg are available."""
+    if not re.fullmatch(r"sm_\d+[af]?", arch):
+        raise UserFacingError(f"unknown GPU arch {arch!r}: expected a name like sm_90")
+    if arch == "sm_90":
+        return ["-gencode=arch=compute_90a,code=sm_90a"]
+    return [f"-arch={arch}"]
+
+
+def compile_object(
+    source: Path,
+    output: Path,
+    *,
+    arch: str,
+    include_dirs: list[Path],
+    extra_flags: Sequence[str] = (),
+    cache_dir: Path | None,
+    timeout_s: float = COMPILE_TIMEOUT_S,
+) -> CompileResult:
+    """`nvcc -c` one source; a cache hit (same source, local headers, flags and nvcc) copies the object.
+
+    nvcc runs in the source's folder on its bare name, so messages say `candidate.cu(12)` whatever the
+    work directory, and a cached log reads the same as a fresh one.
+    """
+    nvcc = find_nvcc()
+    flags = ["-c", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v", *arch_flags(arch), *extra_flags]
+    includes = [f"-I{Path(d).resolve()}" for d in include_dirs]
+    cache_key = _cache_key(source, include_dirs, flags, nvcc_version(nvcc))
+    if cache_dir is not None:
+        hit = _load_cached(cache_dir, cache_key, output)
+        if hit is not None:
+            return hit
+    command = [str(nvcc), *flags, *includes, source.name]
+    result = _run_nvcc(command, output.resolve(), arch=arch, timeout_s=timeout_s, cwd=source.parent)
+    if cache_dir is not None and result.ok:
+        _store_cached(cache_dir, cache_key, result)
+    return result
+
+
+def link_executable(
+    objects: list[Path], output: Path, *, arch: str, libraries: list[str], timeout_s: float = LINK_TIMEOUT_S
+) -> CompileResult:
+    """Link the driver and candidate objects, routing the candidate's allocations through the driver."""
+    for library in libraries:
+        if not re.fullmatch(r"[A-Za-z0-9_+.-]+", library):
+            raise UserFacingError(f"bad library name {library!r}")
+    wrap_flags = [flag for name in WRAPPED_ALLOCATORS for flag in ("-Xlinker", f"--wrap={name}")]
+    command = [
+        str(find_nvcc()),
+        *arch_flags(arch),
+        *(str(o) for o in objects),
+        *wrap_flags,
+        *(f"-l{library}" for library in libraries),
+    ]
+    return _run_nvcc(command, output, arch=arch, timeout_s=timeout_s, cwd=None)
+
+
+def _run_nvcc(command: list[str], output: Path, *, arch: str, timeout_s: float, cwd: Path | None) -> CompileResult:
+    """Run `command -o output` via a temporary name, so concurrent builds never see half a file."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
+    reported_command = [*command, "-o", str(output)]
+    started = time.perf_counter()
+    try:
+        completed = subprocess.run(
+            [*command, "-o", str(partial)], capture_output=True, text=True, timeout=timeout_s, cwd=cwd, check=False
+        )
+        log, timed_out = completed.stdout + completed.stderr, False
+        ok = completed.returncode == 0 and partial.is_file()
+    except subprocess.TimeoutExpired as expired:
+        log = f"{_text(expired.stdout)}{_text(expired.stderr)}\nnvcc timed out after {timeout_s:.0f} s\n"
+        timed_out, ok = True, False
+    if ok:
+        partial.replace(output)
+    else:
+        partial.unlink(missing_ok=True)
+    return CompileResult(
+        ok=ok,
+        command=reported_command,
+        log=log,
+        messages=parse_messages(log),
+        kernels=parse_ptxas_resources(log, arch),
+        duration_s=time.perf_counter() - started,
+        timed_out=timed_out,
+        output=output if ok else None,
+    )
+
+
+def _text(stream: str | bytes | None) -> str:
+    if stream is None:
+        return ""
+    return stream.decode(errors="replace") if isinstance(stream, bytes) else stream
+
+
+# ---------------------------------------------------------------------------------------------------
+# Log parsing
+# ---------------------------------------------------------------------------------------------------
+_FRONTEND = re.compile(
+    r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|warning|remark)(?: #[\w-]+)?: (?P<text>.*)$"
+)
+_HOST_COMPILER = re.compile(
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?P<sev>fatal error|error|warning|note): (?P<text>.*)$"
+)
+_LD = r"(?:\S*/)?ld(?:\.\w+)?"
+_TOOL = re.compile(
+    rf"^(?P<tool>ptxas|nvcc|nvlink|fatbinary|collect2|{_LD})(?::\s*|\s+)(?P<sev>fatal error|fatal|error|warning)\s*: "
+    r"(?P<text>.*)$"
+)
+_LINKER_CONTEXT = re.compile(rf"^{_LD}: .*in function [`'](?P<function>[^']+)':$")
+_LINKER_AT_OBJECT = re.compile(r"^\S+?:\(\.[^)]*\): (?P<text>.*)$")  # "x.cpp:(.text+0x15): undefined ..."
+_LINKER_OTHER = re.compile(rf"^{_LD}: (?P<text>.*)$")  # "ld: cannot find -lcublas: ..."
+_SEVERITY: dict[str, Severity] = {
+    "fatal error": "error",
+    "fatal": "error",
+    "error": "error",
+    "warning": "warning",
+    "remark": "remark",
+    "note": "note",
+}
+
+
+def parse_messages(log: str) -> list[CompilerMessage]:
+    """Diagnostics in log order; indented lines that follow one (source excerpt, caret, notes) join it."""
+    messages: list[CompilerMessage] = []
+    linker_function: str | None = None  # ld names the function on the line before its errors
+    for raw in log.splitlines():
+        line = raw.rstrip()
+        if not line:
+            continue
+        if match := _LINKER_CONTEXT.match(line):
+            linker_function = match["function"]
+        elif match := _LINKER_AT_OBJECT.match(line):
+            where = f" (in {linker_function})" if linker_function else ""
+            messages.append(CompilerMessage(file=None, line=None, severity="error", text=f"ld: {match['text']}{where}"))
+        elif (message := _parse_message_line(line)) is not None:
+            messages.append(message)
+        elif raw[:1].isspace() and messages and not line.lstrip().startswith("ptxas"):
+            messages[-1].text += "\n" + line
+    return messages
+
+
+def _parse_message_line(line: str) -> CompilerMessage | None:
+    for pattern in (_FRONTEND, _HOST_COMPILER):
+        if match := pattern.match(line):
+            severity = _SEVERITY[match["sev"]]
+            return CompilerMessage(file=match["file"], line=int(match["line"]), severity=severity, text=match["text"])
+    if match := _TOOL.match(line):
+        tool = match["tool"].rsplit("/", 1)[-1]
+        return CompilerMessage(file=None, line=None, severity=_SEVERITY[match["sev"]], text=f"{tool}: {match['text']}")
+    if match := _LINKER_OTHER.match(line):
+        return CompilerMessage(file=None, line=None, severity="error", text=f"ld: {match['text']}")
+    return None
+
+
+_PTXAS_ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)' for '(?P<arch>[^']+)'")
+_PTXAS_PROPERTIES = re.compile(r"Function properties for (?P<name>\S+)")
+_PTXAS_FRAME = re.compile(
+    r"(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) bytes spill stores, (?P<loads>\d+) bytes spill loads"
+)
+_PTXAS_USED = re.compile(r"Used (?P<registers>\d+) registers")
+_PTXAS_SMEM = re.compile(r"(?P<smem>\d+) bytes smem")
+
+
+@dataclass
+class _KernelUsage:
+    """ptxas's lines about one entry function, gathered as they appear."""
+
+    arch: str
+    registers: int = 0
+    shared_memory_bytes: int = 0
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+    stack_frame_bytes: int = 0
+
+
+def parse_ptxas_resources(log: str, arch: str) -> list[KernelResources]:
+    """Per-kernel registers, static shared memory, spills and stack from `-Xptxas -v` output."""
+    kernels: dict[str, _KernelUsage] = {}
+    compiling: str | None = None  # the entry function whose "Used N registers" line comes next
+    properties_of: str | None = None  # the function whose stack/spill line comes next
+    for line in log.splitlines():
+        if match := _PTXAS_ENTRY.search(line):
+            compiling = match["name"]
+            kernels[compiling] = _KernelUsage(arch=match["arch"])
+        elif match := _PTXAS_PROPERTIES.search(line):
+            properties_of = match["name"]
+        elif (match := _PTXAS_FRAME.search(line)) and properties_of in kernels:
+            usage = kernels[properties_of]
+            usage.stack_frame_bytes = int(match["stack"])
+            usage.spill_store_bytes, usage.spill_load_bytes = int(match["stores"]), int(match["loads"])
+            properties_of = None
+        elif (match := _PTXAS_USED.search(line)) and compiling is not None:
+            smem = _PTXAS_SMEM.search(line)
+            kernels[compiling].registers = int(match["registers"])
+            kernels[compiling].shared_memory_bytes = int(smem["smem"]) if smem else 0
+            compiling = None
+    names = demangle(list(kernels))
+    return [
+        KernelResources(name=names[mangled], mangled_name=mangled, **vars(usage)) for mangled, usage in kernels.items()
+    ]
+
+
+def demangle(names: list[str]) -> dict[str, str]:
+    """C++ names for mangled ones via c++filt; a name stays as it is when c++filt is unavailable."""
+    cxxfilt = shutil.which("c++filt")
+    if not names or cxxfilt is None:
+        return {name: name for name in names}
+    completed = subprocess.run([cxxfilt], input="\n".join(names), capture_output=True, text=True, check=False)
+    demangled = completed.stdout.splitlines()
+    if completed.returncode != 0 or len(demangled) != len(names):
+        return {name: name for name in names}
+    return dict(zip(names, demangled, strict=True))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Object cache
+# ---------------------------------------------------------------------------------------------------
+_HEADER_SUFFIXES = {".h", ".hpp", ".hh", ".cuh", ".inl"}
+
+
+def _cache_key(source: Path, include_dirs: list[Path], flags: list[str], version: str) -> str:
+    """Hash of the source, every header in its folder and the include folders, the flags and nvcc.
+
+    Hashing all local headers (rather than asking the preprocessor which ones are used) can only cause a
+    needless miss, never a stale hit; system and CUDA headers are covered by the nvcc version. Folder
+    paths are left out so the same candidate built in another work directory hits.
+    """
+    digest = hashlib.sha256()
+    for part in (version, "\0".join(flags), source.name):
+        digest.update(part.encode() + b"\0")
+    digest.update(source.read_bytes())
+    for folder in dict.fromkeys(Path(d).resolve() for d in [source.parent, *include_dirs]):
+        for header in sorted(p for p in folder.iterdir() if p.suffix in _HEADER_SUFFIXES and p.is_file()):
+            digest.update(header.name.encode() + b"\0" + header.read_bytes())
+    return digest.hexdigest()
+
+
+def _load_cached(cache_dir: Path, key: str, output: Path) -> CompileResult | None:
+    cached_object, cached_result = cache_dir / f"{key}.o", cache_dir / f"{key}.json"
+    if not (cached_object.is_file() and cached_result.is_file()):
+        return None
+    _write_atomically(output, cached_object.read_bytes())
+    result = CompileResult.model_validate_json(cached_result.read_text())
+    return result.model_copy(update={"cached": True, "duration_s": 0.0, "output": output})
+
+
+def _store_cached(cache_dir: Path, key: str, result: CompileResult) -> None:
+    assert result.output is not None
+    _write_atomically(cache_dir / f"{key}.o", result.output.read_bytes())
+    _write_atomically(cache_dir / f"{key}.json", result.model_dump_json().encode())
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    with os.fdopen(fd, "wb") as stream:
+        stream.write(data)
+    os.replace(partial, path)
