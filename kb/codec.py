@@ -1,0 +1,106 @@
+"""Turn KB file bytes into a validated `KBDocument` and back, with one-line errors that say where it is wrong."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from kb.errors import KBFileError
+from kb.migrate import READABLE_VERSIONS, migrate_to_current, schema_version_of
+from kb.schema import SCHEMA_VERSION, KBDocument
+from kb.signature_fields import SIGNATURE_FIELDS
+
+# A JSON array of plain numbers, as pydantic's indented dump spreads it over one line per number.
+_Parsed = TypeVar("_Parsed")
+
+_NUMBER_ARRAY = re.compile(r"\[\s*(-?[0-9][-0-9.eE+]*(?:,\s*-?[0-9][-0-9.eE+]*)*)\s*\]")
+
+
+@dataclass(frozen=True)
+class DecodedKB:
+    """A document read from a file, and the older schema version it was migrated from, if any."""
+
+    document: KBDocument
+    migrated_from: int | None
+
+
+def decode(path: Path, raw: bytes) -> DecodedKB:
+    """Parse and validate the bytes of the KB file at `path`; raise KBFileError naming what is wrong."""
+    data = _parse_json(path, raw)
+    version = schema_version_of(data)
+    if version not in READABLE_VERSIONS:
+        raise KBFileError(
+            path, f"schema version {version!r} is not one this kernelblaster reads ({READABLE_VERSIONS})"
+        )
+    if version != SCHEMA_VERSION:
+        data = _validated(path, migrate_to_current, data)
+    _check_signature_layout(path, data)
+    document = _validated(path, KBDocument.model_validate, data)
+    return DecodedKB(document=document, migrated_from=None if version == SCHEMA_VERSION else version)
+
+
+def encode(document: KBDocument) -> bytes:
+    """The document as indented JSON, numeric arrays (signatures) kept on one line, defaults left out."""
+    text = document.model_dump_json(indent=1, exclude_defaults=True)
+    return _NUMBER_ARRAY.sub(lambda match: "[" + re.sub(r",\s*", ", ", match.group(1)) + "]", text).encode()
+
+
+def _parse_json(path: Path, raw: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except UnicodeDecodeError as error:
+        raise KBFileError(path, f"not UTF-8 text (byte {error.start})") from None
+    except json.JSONDecodeError as error:
+        raise KBFileError(
+            path, f"not valid JSON at line {error.lineno} column {error.colno}: {error.msg}"
+        ) from None
+    if not isinstance(data, dict):
+        raise KBFileError(path, f"expected a JSON object at the top level, found {type(data).__name__}")
+    return data
+
+
+def _check_signature_layout(path: Path, data: dict[str, Any]) -> None:
+    fields = data.get("signature_fields")
+    if fields != list(SIGNATURE_FIELDS):
+        raise KBFileError(
+            path,
+            f"signature_fields {_summarise_layout(fields)} differ from this version's layout "
+            f"({len(SIGNATURE_FIELDS)} fields, {SIGNATURE_FIELDS[0]} ... {SIGNATURE_FIELDS[-1]}); "
+            "its signatures cannot be compared with new profiles",
+        )
+
+
+def _summarise_layout(fields: Any) -> str:
+    if not isinstance(fields, list) or not fields:
+        return f"= {fields!r}"
+    return f"({len(fields)} fields, {fields[0]} ... {fields[-1]})"
+
+
+def _validated(path: Path, validate: Callable[[dict[str, Any]], _Parsed], data: dict[str, Any]) -> _Parsed:
+    try:
+        return validate(data)
+    except ValidationError as error:
+        raise KBFileError(path, describe_validation_error(error)) from None
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """The first problem pydantic found, with its location, and how many more there are."""
+    problems = error.errors(include_url=False)
+    first = problems[0]
+    location = format_location(first["loc"]) or "top level"
+    more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+    return f"invalid at {location}: {first['msg']}{more}"
+
+
+def format_location(loc: tuple[int | str, ...]) -> str:
+    """A pydantic location as a path a reader can follow: `states.memory_bound.optimizations[2].stats`."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text

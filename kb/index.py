@@ -1,0 +1,169 @@
+"""Nearest-state retrieval over a Chroma index of state signatures, kept in step with the KB's JSON.
+
+The index is derived data: one record per live state, holding its precomputed signature (cosine space,
+set explicitly; no embedding function, so nothing is ever embedded or downloaded) and its arches. It is
+brought up to date when its stored content hash differs from the KB's, and rebuilt from scratch when it
+is missing or cannot be read. A state never seen on the query's arch ranks as if it were a little farther.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kb.safe_files import exclusive_lock
+from kb.schema import KBDocument, PerformanceState
+from kb.signature_fields import SIGNATURE_FIELDS, check_signature
+
+COLLECTION_NAME = "state_signatures"
+# Cosine distance added to a state never seen on the query's arch: a KB learned on one GPU still helps
+# on another, but the same state learned on this GPU comes first.
+CROSS_ARCH_PENALTY = 0.1
+_HASH_KEY = "content_hash"
+
+
+@dataclass(frozen=True)
+class StateMatch:
+    """A known state near a query signature: its cosine distance, and whether it was seen on this arch."""
+
+    state: PerformanceState
+    distance: float
+    same_arch: bool
+
+    @property
+    def ranking_distance(self) -> float:
+        return self.distance + (0.0 if self.same_arch else CROSS_ARCH_PENALTY)
+
+
+def indexed_states(document: KBDocument) -> list[PerformanceState]:
+    return [state for state in document.states.values() if state.deprecated is None]
+
+
+def content_hash(document: KBDocument) -> str:
+    """A hash of everything the index holds, to tell a current index from a stale one."""
+    digest = hashlib.sha256(json.dumps(SIGNATURE_FIELDS).encode())
+    for state in sorted(indexed_states(document), key=lambda s: s.id):
+        digest.update(f"{state.id}|{_fingerprint(state)}\n".encode())
+    return digest.hexdigest()
+
+
+def _fingerprint(state: PerformanceState) -> str:
+    text = json.dumps([state.signature, state.arches])
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+class SignatureIndex:
+    """The Chroma collection of one KB's state signatures, in its own directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._collection: Any = None
+
+    def sync(self, document: KBDocument, document_hash: str) -> None:
+        """Make the index hold exactly the live states of `document`, whose `content_hash` is given."""
+        with exclusive_lock(self.directory):
+            try:
+                self._update(document, document_hash)
+            except Exception:  # any failure to read derived data means: rebuild it
+                self._rebuild_unlocked(document, document_hash)
+
+    def rebuild(self, document: KBDocument, document_hash: str) -> None:
+        """Throw the index away and index the live states of `document` afresh."""
+        with exclusive_lock(self.directory):
+            self._rebuild_unlocked(document, document_hash)
+
+    def count(self) -> int:
+        return self._open().count()
+
+    def query(self, signature: Sequence[float], n_results: int) -> list[tuple[str, float]]:
+        """The ids and cosine distances of the `n_results` nearest indexed states, nearest first."""
+        collection = self._open()
+        n_results = min(n_results, collection.count())
+        if n_results == 0:
+            return []
+        result = collection.query(
+            query_embeddings=[list(signature)], n_results=n_results, include=["distances"]
+        )
+        return list(zip(result["ids"][0], result["distances"][0], strict=True))
+
+    def _update(self, document: KBDocument, document_hash: str) -> None:
+        collection = self._open()
+        if collection.configuration_json["hnsw"]["space"] != "cosine":
+            raise ValueError("index was built with another distance")
+        if collection.metadata and collection.metadata.get(_HASH_KEY) == document_hash:
+            return
+        stored = collection.get(include=["metadatas"])
+        stored_prints = {
+            record_id: meta["fingerprint"] for record_id, meta in zip(stored["ids"], stored["metadatas"], strict=True)
+        }
+        wanted = {state.id: state for state in indexed_states(document)}
+        gone = [record_id for record_id in stored_prints if record_id not in wanted]
+        if gone:
+            collection.delete(ids=gone)
+        changed = [s for s in wanted.values() if stored_prints.get(s.id) != _fingerprint(s)]
+        self._upsert(changed)
+        collection.modify(metadata={_HASH_KEY: document_hash})
+
+    def _rebuild_unlocked(self, document: KBDocument, document_hash: str) -> None:
+        self._collection = None
+        _forget_cached_clients()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self._open()
+        self._upsert(indexed_states(document))
+        self._collection.modify(metadata={_HASH_KEY: document_hash})
+
+    def _upsert(self, states: list[PerformanceState]) -> None:
+        collection = self._open()
+        batch = _client(self.directory).get_max_batch_size()
+        for start in range(0, len(states), batch):
+            chunk = states[start : start + batch]
+            collection.upsert(
+                ids=[state.id for state in chunk],
+                embeddings=[state.signature for state in chunk],
+                metadatas=[
+                    {"arches": ",".join(state.arches), "fingerprint": _fingerprint(state)} for state in chunk
+                ],
+            )
+
+    def _open(self) -> Any:
+        if self._collection is None:
+            self._collection = _client(self.directory).get_or_create_collection(
+                COLLECTION_NAME, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+            )
+        return self._collection
+
+
+def nearest_states(
+    document: KBDocument, index: SignatureIndex, signature: Sequence[float], arch: str, k: int
+) -> list[StateMatch]:
+    """The k states nearest to `signature`, those seen on `arch` ahead of equally near ones that were not."""
+    query = check_signature(signature)
+    # Fetch beyond k so that a same-arch state just behind a cross-arch one can overtake it.
+    candidates = index.query(query, max(4 * k, k + 16))
+    matches = [
+        StateMatch(state=state, distance=max(distance, 0.0), same_arch=arch in state.arches)
+        for state_id, distance in candidates
+        if (state := document.states.get(state_id)) is not None
+    ]
+    matches.sort(key=lambda match: (match.ranking_distance, match.state.id))
+    return matches[:k]
+
+
+def _client(directory: Path) -> Any:
+    # Imported here: chromadb takes about a second to import, and most KB commands never query.
+    import chromadb
+    from chromadb.config import Settings
+
+    return chromadb.PersistentClient(path=str(directory), settings=Settings(anonymized_telemetry=False))
+
+
+def _forget_cached_clients() -> None:
+    # Chroma caches one system per path; after deleting the directory the cached one points at nothing.
+    from chromadb.api.client import SharedSystemClient
+
+    SharedSystemClient.clear_system_cache()

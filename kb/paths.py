@@ -1,0 +1,42 @@
+"""Where a KB lives: `--kb PATH`, else `$KERNELBLASTER_KB`, else the user data directory; where the seed is."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+KB_PATH_VARIABLE = "KERNELBLASTER_KB"
+KB_FILE_NAME = "kb.json"
+
+
+def default_kb_path() -> Path:
+    """The KB used when no path is given: `$KERNELBLASTER_KB`, else `$XDG_DATA_HOME/kernelblaster/kb.json`."""
+    override = os.environ.get(KB_PATH_VARIABLE)
+    if override:
+        return Path(override).expanduser()
+    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data_home) / "kernelblaster" / KB_FILE_NAME
+
+
+def resolve_kb_path(explicit: str | Path | None) -> Path:
+    return Path(explicit).expanduser() if explicit else default_kb_path()
+
+
+def seed_kb_bytes() -> bytes:
+    """The seed KB shipped inside the package, copied to a KB path on its first use."""
+    return resources.files("kb").joinpath("seed", "seed_kb.json").read_bytes()
+
+
+def index_directory_for(kb_path: Path) -> Path:
+    """The Chroma index beside a KB file: `kb.json` -> `kb.chroma/`."""
+    return kb_path.with_name(kb_path.stem + ".chroma")
+
+
+def snapshot_path_for(kb_path: Path, run_id: str, iteration: int) -> Path:
+    return kb_path.with_name(kb_path.stem + ".snapshots") / run_id / f"iteration-{iteration:04d}.json"
+
+
+def backup_path_for(kb_path: Path, label: str) -> Path:
+    """Where a replaced KB is kept, e.g. the original of one migrated from v0: `kb.json` -> `kb.v0.bak.json`."""
+    return kb_path.with_name(f"{kb_path.stem}.{label}.bak{kb_path.suffix}")

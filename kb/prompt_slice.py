@@ -1,0 +1,102 @@
+"""Render the matched state and its selected optimizations as compact prompt text within a token budget.
+
+Pieces are added in order of importance (the state's headline, each candidate's one-line summary, their
+descriptions, their lessons, then the state's description) for as long as the whole text fits the budget,
+and printed in reading order. A piece whose parent did not fit is left out with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kb.index import StateMatch
+from kb.schema import OutcomeStats, PerformanceState
+from kb.selection import SelectedOptimization
+from kb.tokens import TokenCounter, default_token_counter
+
+
+@dataclass(frozen=True)
+class _Piece:
+    key: str
+    importance: int
+    position: tuple[int, int, int]
+    text: str
+    parent: str | None = None
+
+
+def render_prompt_slice(
+    state: PerformanceState,
+    selected: Sequence[SelectedOptimization],
+    token_budget: int,
+    *,
+    match: StateMatch | None = None,
+    counter: TokenCounter | None = None,
+) -> str:
+    """The slice of the KB an LLM sees for this step, at most `token_budget` tokens by `counter`."""
+    counter = counter or default_token_counter()
+    pieces = _state_pieces(state, match) + [
+        piece for rank, item in enumerate(selected, start=1) for piece in _candidate_pieces(rank, item)
+    ]
+    kept: list[_Piece] = []
+    for piece in sorted(pieces, key=lambda p: (p.importance, p.position)):
+        if piece.parent is not None and piece.parent not in {k.key for k in kept}:
+            continue
+        if counter.count(_join([*kept, piece])) <= token_budget:
+            kept.append(piece)
+    return _join(kept)
+
+
+def _join(pieces: list[_Piece]) -> str:
+    return "\n".join(piece.text for piece in sorted(pieces, key=lambda p: p.position))
+
+
+def _state_pieces(state: PerformanceState, match: StateMatch | None) -> list[_Piece]:
+    also = f"; also {', '.join(state.secondary)}" if state.secondary else ""
+    headline = f"Performance state: {state.name} [{state.id}]. Bottleneck: {state.primary_bottleneck}{also}."
+    pieces = [
+        _Piece("state", 0, (0, 0, 0), headline),
+        _Piece("state-description", 4, (0, 0, 2), state.description, parent="state"),
+    ]
+    if match is not None:
+        pieces.append(_Piece("match", 1, (0, 0, 1), _match_line(match), parent="state"))
+    return pieces
+
+
+def _match_line(match: StateMatch) -> str:
+    seen = ", ".join(match.state.arches) or "no GPU yet (seed knowledge)"
+    where = "this GPU's arch" if match.same_arch else f"other arches only ({seen})"
+    return f"Matched at cosine distance {match.distance:.3f}; evidence from {where}."
+
+
+def _candidate_pieces(rank: int, item: SelectedOptimization) -> list[_Piece]:
+    key = f"candidate-{rank}"
+    summary = (
+        f"{rank}. {item.technique} ({item.category}): expected {item.expected_speedup:.2f}x, "
+        f"prior {item.prior_speedup:.2f}x; {describe_evidence(item.stats)}."
+    )
+    pieces = [
+        _Piece(key, 1, (1, rank, 0), summary, parent="state"),
+        _Piece(f"{key}-description", 2, (1, rank, 1), f"   {item.description}", parent=key),
+    ]
+    # Newest lessons first in importance: they reflect the latest evidence.
+    for age, lesson in enumerate(reversed(item.lessons)):
+        position = (1, rank, 2 + len(item.lessons) - age)
+        pieces.append(_Piece(f"{key}-lesson-{age}", 3, position, f"   Lesson: {lesson}", parent=key))
+    return pieces
+
+
+def describe_evidence(stats: OutcomeStats) -> str:
+    """The statistics of an optimization in a few words: `untried`, or attempts, outcomes and speedups."""
+    if stats.attempts == 0:
+        return "untried"
+    parts = [f"{stats.attempts} attempts", f"{stats.measured} measured"]
+    if stats.geomean_speedup is not None:
+        parts.append(f"geomean {stats.geomean_speedup:.2f}x, best {stats.best_speedup:.2f}x")
+    if stats.failures:
+        parts.append(
+            f"failed {stats.compile_failures} compile / {stats.verify_failures} verify / {stats.crashes} crash"
+        )
+    if stats.suspicious:
+        parts.append(f"{stats.suspicious} suspicious")
+    return ", ".join(parts)

@@ -1,0 +1,257 @@
+"""The KB's data model (schema version 1): techniques, performance states, their optimizations, transitions.
+
+The JSON file is a `KBDocument` dumped by pydantic; every bound a hand edit could break is checked here,
+so a document that validates is one the rest of `kb` can trust.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    computed_field,
+    model_validator,
+)
+
+from kb.signature_fields import check_signature
+
+SCHEMA_VERSION = 1
+
+# How many measured outcomes weigh as much as the prior: evidence gets confidence n / (n + this).
+PRIOR_WEIGHT = 3.0
+MAX_LESSONS = 4
+MAX_SECONDARY = 6
+MIN_SPEEDUP = 0.05
+MAX_PRIOR_SPEEDUP = 10.0
+
+Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
+Arch = Annotated[str, StringConstraints(pattern=r"^sm_[0-9]{2,3}[a-z]?$")]
+ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=160)]
+LongText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=10, max_length=700)]
+Lesson = Annotated[str, StringConstraints(strip_whitespace=True, min_length=10, max_length=400)]
+PriorSpeedup = Annotated[float, Field(ge=MIN_SPEEDUP, le=MAX_PRIOR_SPEEDUP)]
+
+
+def _rounded_signature(values: list[float]) -> list[float]:
+    # Four decimals are far below profiler noise and keep a 10,000-state file small.
+    return [round(value, 4) for value in check_signature(values)]
+
+
+Signature = Annotated[list[float], AfterValidator(_rounded_signature)]
+
+
+class KBModel(BaseModel):
+    """Base of every KB model: unknown keys are errors, so a typo in a hand edit is caught on load."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Category(StrEnum):
+    """What part of a kernel an optimization changes."""
+
+    MEMORY = "memory"
+    COMPUTE = "compute"
+    PARALLELISM = "parallelism"
+    CONTROL_FLOW = "control_flow"
+    FUSION = "fusion"
+    ALGORITHM = "algorithm"
+    LAUNCH = "launch"
+
+
+class OutcomeStatus(StrEnum):
+    """How one attempt at an optimization ended."""
+
+    COMPILE_FAILED = "compile_failed"
+    VERIFY_FAILED = "verify_failed"
+    CRASHED = "crashed"
+    MEASURED = "measured"
+    SUSPICIOUS = "suspicious"
+
+
+class Technique(KBModel):
+    """A CUDA optimization in the catalogue; states refer to it by name."""
+
+    category: Category
+    description: LongText
+
+
+class OutcomeStats(KBModel):
+    """What attempts at one technique (or one transition) have shown so far."""
+
+    attempts: int = Field(default=0, ge=0)
+    compile_failures: int = Field(default=0, ge=0)
+    verify_failures: int = Field(default=0, ge=0)
+    crashes: int = Field(default=0, ge=0)
+    suspicious: int = Field(default=0, ge=0)
+    measured: int = Field(default=0, ge=0)
+    wins: int = Field(default=0, ge=0)
+    geomean_speedup: float | None = Field(default=None, gt=0)
+    best_speedup: float | None = Field(default=None, gt=0)
+    updated_at: datetime | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_derived_fields(cls, data: Any) -> Any:
+        # `confidence` is written for readers of the JSON but always recomputed from the counts.
+        if isinstance(data, dict) and "confidence" in data:
+            return {key: value for key, value in data.items() if key != "confidence"}
+        return data
+
+    @model_validator(mode="after")
+    def _counts_add_up(self) -> OutcomeStats:
+        endings = self.failures + self.suspicious + self.measured
+        if endings != self.attempts:
+            raise ValueError(f"attempts ({self.attempts}) must equal failures + suspicious + measured ({endings})")
+        if self.wins > self.measured:
+            raise ValueError(f"wins ({self.wins}) cannot exceed measured ({self.measured})")
+        if (self.geomean_speedup is None) != (self.measured == 0):
+            raise ValueError("geomean_speedup is given exactly when measured > 0")
+        return self
+
+    @property
+    def failures(self) -> int:
+        return self.compile_failures + self.verify_failures + self.crashes
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def confidence(self) -> float:
+        """The weight measured evidence gets against the prior, from 0 (none) towards 1."""
+        return round(self.measured / (self.measured + PRIOR_WEIGHT), 3)
+
+    def with_outcome(self, status: OutcomeStatus, speedup: float | None, when: datetime) -> OutcomeStats:
+        """These statistics after one more attempt that ended with `status` (and `speedup` if measured)."""
+        update: dict[str, Any] = {"attempts": self.attempts + 1, "updated_at": when}
+        if status is OutcomeStatus.MEASURED:
+            assert speedup is not None
+            update.update(_measured_update(self, speedup))
+        else:
+            counter = _FAILURE_COUNTERS[status]
+            update[counter] = getattr(self, counter) + 1
+        return self.model_copy(update=update)
+
+    def combined_with(self, other: OutcomeStats) -> OutcomeStats:
+        """The statistics of both sets of attempts together (used when two states merge)."""
+        measured = self.measured + other.measured
+        log_sum = _log_total(self) + _log_total(other)
+        bests = [best for best in (self.best_speedup, other.best_speedup) if best is not None]
+        times = [when for when in (self.updated_at, other.updated_at) if when is not None]
+        return OutcomeStats(
+            attempts=self.attempts + other.attempts,
+            compile_failures=self.compile_failures + other.compile_failures,
+            verify_failures=self.verify_failures + other.verify_failures,
+            crashes=self.crashes + other.crashes,
+            suspicious=self.suspicious + other.suspicious,
+            measured=measured,
+            wins=self.wins + other.wins,
+            geomean_speedup=math.exp(log_sum / measured) if measured else None,
+            best_speedup=max(bests) if bests else None,
+            updated_at=max(times) if times else None,
+        )
+
+
+_FAILURE_COUNTERS = {
+    OutcomeStatus.COMPILE_FAILED: "compile_failures",
+    OutcomeStatus.VERIFY_FAILED: "verify_failures",
+    OutcomeStatus.CRASHED: "crashes",
+    OutcomeStatus.SUSPICIOUS: "suspicious",
+}
+
+# A step counts as a win only if it beats measurement noise, not merely 1.0.
+WIN_THRESHOLD = 1.02
+
+
+def _log_total(stats: OutcomeStats) -> float:
+    return stats.measured * math.log(stats.geomean_speedup) if stats.geomean_speedup else 0.0
+
+
+def _measured_update(stats: OutcomeStats, speedup: float) -> dict[str, Any]:
+    measured = stats.measured + 1
+    return {
+        "measured": measured,
+        "wins": stats.wins + (speedup >= WIN_THRESHOLD),
+        "geomean_speedup": math.exp((_log_total(stats) + math.log(speedup)) / measured),
+        "best_speedup": max(speedup, stats.best_speedup or speedup),
+    }
+
+
+class Optimization(KBModel):
+    """A technique as it applies to one state: its prior and what attempts in this state have shown."""
+
+    technique: Slug
+    prior_speedup: PriorSpeedup
+    stats: OutcomeStats = OutcomeStats()
+    lessons: list[Lesson] = Field(default_factory=list, max_length=MAX_LESSONS)
+    deprecated: ShortText | None = None
+
+
+class PerformanceState(KBModel):
+    """What limits a kernel, as a profile shows it, and the optimizations worth trying there."""
+
+    id: Slug
+    name: ShortText
+    primary_bottleneck: ShortText
+    secondary: list[ShortText] = Field(default_factory=list, max_length=MAX_SECONDARY)
+    description: LongText
+    signature: Signature
+    arches: list[Arch] = Field(default_factory=list)
+    optimizations: list[Optimization] = Field(default_factory=list)
+    deprecated: ShortText | None = None
+
+    @model_validator(mode="after")
+    def _techniques_unique(self) -> PerformanceState:
+        names = [optimization.technique for optimization in self.optimizations]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"state {self.id} lists techniques more than once: {', '.join(duplicates)}")
+        return self
+
+    def optimization(self, technique: str) -> Optimization | None:
+        return next((opt for opt in self.optimizations if opt.technique == technique), None)
+
+
+class Transition(KBModel):
+    """One technique applied right after another (phase ordering), with the outcomes of the second."""
+
+    before: Slug
+    after: Slug
+    stats: OutcomeStats = OutcomeStats()
+
+
+class KBDocument(KBModel):
+    """The whole knowledge base as stored in its JSON file."""
+
+    schema_version: Literal[1]
+    signature_fields: list[str]
+    techniques: dict[Slug, Technique]
+    states: dict[Slug, PerformanceState]
+    transitions: list[Transition] = Field(default_factory=list)
+    state_aliases: dict[Slug, Slug] = Field(default_factory=dict)
+    applied_events: dict[str, list[str]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> KBDocument:
+        for key, state in self.states.items():
+            if key != state.id:
+                raise ValueError(f"states[{key}] holds a state whose id is {state.id}")
+            for optimization in state.optimizations:
+                if optimization.technique not in self.techniques:
+                    raise ValueError(f"state {key} refers to unknown technique {optimization.technique}")
+        for old, new in self.state_aliases.items():
+            if new not in self.states:
+                raise ValueError(f"state alias {old} points to missing state {new}")
+        return self
+
+    def resolve_state(self, state_id: str) -> PerformanceState | None:
+        """The state with this id, following merges (a merged state's id leads to the state it joined)."""
+        return self.states.get(self.state_aliases.get(state_id, state_id))
+
+    def transition(self, before: str, after: str) -> Transition | None:
+        return next((t for t in self.transitions if t.before == before and t.after == after), None)

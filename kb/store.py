@@ -1,0 +1,234 @@
+"""`KnowledgeBase`: one KB file as the source of truth, read, queried and changed safely by many processes.
+
+Every change runs under the file's inter-process lock on the latest content from disk and is written by
+atomic replace, so concurrent writers lose nothing and a killed writer leaves the previous file whole.
+The Chroma index beside the file is synced from the document whenever it is queried after a change.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kb.codec import DecodedKB, decode, encode
+from kb.edits import EditResult, KBEdit, apply_edits
+from kb.errors import KBFileError
+from kb.index import SignatureIndex, StateMatch, content_hash, nearest_states
+from kb.outcomes import RUN_ID_PATTERN, OutcomeEvent, apply_outcome
+from kb.paths import (
+    backup_path_for,
+    index_directory_for,
+    resolve_kb_path,
+    seed_kb_bytes,
+    snapshot_path_for,
+)
+from kb.pruning import DEFAULT_POLICY as DEFAULT_PRUNE_POLICY
+from kb.pruning import PrunePolicy, PruneReport, prune
+from kb.safe_files import exclusive_lock, write_atomically
+from kb.schema import KBDocument, PerformanceState
+from kb.selection import DEFAULT_POLICY as DEFAULT_SELECTION_POLICY
+from kb.selection import SelectedOptimization, SelectionPolicy, select_optimizations
+
+_Result = TypeVar("_Result")
+
+# (inode, size, mtime): a rename-based write always changes the inode, so this tells a file was replaced.
+_DiskStamp = tuple[int, int, int]
+
+
+class KnowledgeBase:
+    """A KB file, its validated document in memory, and its signature index."""
+
+    def __init__(self, path: Path, document: KBDocument, stamp: _DiskStamp | None) -> None:
+        self.path = path
+        self._document = document
+        self._stamp = stamp
+        self._revision = 0
+        self._index = SignatureIndex(index_directory_for(path))
+        self._indexed_revision: int | None = None
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, *, create_from_seed: bool = True) -> KnowledgeBase:
+        """Open the KB at `path` (default: `default_kb_path()`), first copying the seed KB there if it is
+        missing and `create_from_seed`. An older schema is migrated, the original kept beside it."""
+        kb_path = resolve_kb_path(path)
+        if not kb_path.exists():
+            if not create_from_seed:
+                raise KBFileError(kb_path, "does not exist")
+            _install_seed(kb_path)
+        stamp = _disk_stamp(kb_path)
+        decoded = decode(kb_path, _read_bytes(kb_path))
+        if decoded.migrated_from is not None:
+            decoded, stamp = _upgrade_in_place(kb_path)
+        return cls(kb_path, decoded.document, stamp)
+
+    @property
+    def document(self) -> KBDocument:
+        return self._document
+
+    def size_bytes(self) -> int:
+        return self.path.stat().st_size
+
+    def refresh(self) -> None:
+        """Re-read the file if another process replaced it since this one last read or wrote it."""
+        stamp = _disk_stamp(self.path)
+        if stamp != self._stamp:
+            self._set_document(decode(self.path, _read_bytes(self.path)).document, stamp)
+
+    def save(self) -> None:
+        """Write the in-memory document over the file (last writer wins; `record_outcome` and the other
+        changes merge with concurrent writers instead)."""
+        with exclusive_lock(self.path):
+            self._write(self._document)
+
+    def replace_document(self, document: KBDocument) -> None:
+        """Make `document` the KB's content, on disk and in memory."""
+        with exclusive_lock(self.path):
+            self._write(document)
+            self._set_document(document, self._stamp)
+
+    def back_up(self, label: str) -> Path:
+        """Copy the KB file as it is on disk to `backup_path_for(path, label)`; the copy's path."""
+        target = backup_path_for(self.path, label)
+        with exclusive_lock(self.path):
+            write_atomically(target, _read_bytes(self.path))
+        return target
+
+    def record_outcome(self, event: OutcomeEvent) -> bool:
+        """Learn from one step's outcome; False if this event id was already applied (a replay)."""
+        return self.record_outcomes([event])[0]
+
+    def record_outcomes(self, events: Sequence[OutcomeEvent]) -> list[bool]:
+        """Learn from several outcomes in one write; for each, whether it was new."""
+        now = datetime.now(UTC)
+        return self._change(lambda document: [apply_outcome(document, event, now) for event in events])
+
+    def apply_edits(self, edits: Sequence[KBEdit | Mapping[str, Any]]) -> list[EditResult]:
+        """Apply the learning step's edits; each result says whether it applied or why not."""
+        return self._change(lambda document: apply_edits(document, edits))
+
+    def prune(self, policy: PrunePolicy = DEFAULT_PRUNE_POLICY) -> PruneReport:
+        """Drop entries that never helped (see `kb.pruning`)."""
+        return self._change(lambda document: prune(document, policy))
+
+    def nearest_states(self, signature: Sequence[float], arch: str, k: int) -> list[StateMatch]:
+        """The k known states nearest to a profiled signature, same-arch states first among equals."""
+        self._sync_index()
+        return nearest_states(self._document, self._index, signature, arch, k)
+
+    def select_optimizations(
+        self,
+        state: PerformanceState,
+        k: int,
+        *,
+        rng_seed: int,
+        previous_technique: str | None = None,
+        exclude: Collection[str] = (),
+        policy: SelectionPolicy = DEFAULT_SELECTION_POLICY,
+    ) -> list[SelectedOptimization]:
+        """Sample k optimizations of `state` (see `kb.selection.select_optimizations`)."""
+        return select_optimizations(
+            state,
+            k,
+            rng_seed=rng_seed,
+            techniques=self._document.techniques,
+            transitions=self._document.transitions,
+            previous_technique=previous_technique,
+            exclude=exclude,
+            policy=policy,
+        )
+
+    def reindex(self) -> int:
+        """Rebuild the signature index from scratch; the number of states indexed."""
+        self._index.rebuild(self._document, content_hash(self._document))
+        self._indexed_revision = self._revision
+        return self._index.count()
+
+    def write_snapshot(self, run_id: str, iteration: int) -> Path:
+        """Save the KB as it is now for iteration `iteration` of run `run_id`; the snapshot's path."""
+        target = snapshot_path_for(self.path, _checked_run_id(run_id), iteration)
+        with exclusive_lock(self.path):
+            self.refresh()
+            write_atomically(target, encode(self._document))
+        return target
+
+    def restore_snapshot(self, run_id: str, iteration: int) -> None:
+        """Make the KB what it was when `write_snapshot(run_id, iteration)` was called."""
+        source = snapshot_path_for(self.path, _checked_run_id(run_id), iteration)
+        if not source.exists():
+            raise KBFileError(source, f"no snapshot of run {run_id} iteration {iteration}")
+        self.replace_document(decode(source, _read_bytes(source)).document)
+
+    def _change(self, change: Callable[[KBDocument], _Result]) -> _Result:
+        with exclusive_lock(self.path):
+            self.refresh()
+            try:
+                result = change(self._document)
+            except BaseException:
+                # The change may have stopped half-way; drop it by reading back what is on disk.
+                self._set_document(decode(self.path, _read_bytes(self.path)).document, _disk_stamp(self.path))
+                raise
+            self._write(self._document)
+            self._revision += 1
+        return result
+
+    def _write(self, document: KBDocument) -> None:
+        write_atomically(self.path, encode(document))
+        self._stamp = _disk_stamp(self.path)
+
+    def _set_document(self, document: KBDocument, stamp: _DiskStamp | None) -> None:
+        self._document = document
+        self._stamp = stamp
+        self._revision += 1
+
+    def _sync_index(self) -> None:
+        if self._indexed_revision != self._revision:
+            self._index.sync(self._document, content_hash(self._document))
+            self._indexed_revision = self._revision
+
+
+def _install_seed(path: Path) -> None:
+    with exclusive_lock(path):
+        if not path.exists():
+            write_atomically(path, seed_kb_bytes())
+
+
+def _upgrade_in_place(path: Path) -> tuple[DecodedKB, _DiskStamp]:
+    with exclusive_lock(path):
+        raw = _read_bytes(path)
+        decoded = decode(path, raw)
+        if decoded.migrated_from is not None:
+            backup = backup_path_for(path, f"v{decoded.migrated_from}")
+            if not backup.exists():
+                write_atomically(backup, raw)
+            write_atomically(path, encode(decoded.document))
+        return decoded, _disk_stamp(path)
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise KBFileError(path, f"cannot be read: {error.strerror or error}") from None
+
+
+def _disk_stamp(path: Path) -> _DiskStamp:
+    try:
+        status = os.stat(path)
+    except OSError as error:
+        raise KBFileError(path, f"cannot be read: {error.strerror or error}") from None
+    return (status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+def _checked_run_id(run_id: str) -> str:
+    if not re.fullmatch(RUN_ID_PATTERN, run_id):
+        raise ValueError(f"run id {run_id!r} must be letters, digits, '_', '-' or '.' (it names a folder)")
+    return run_id
+
+
+def read_document(path: Path) -> KBDocument:
+    """The validated document of a KB file (an older version migrated in memory only); nothing is written."""
+    return decode(path, _read_bytes(path)).document

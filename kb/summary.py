@@ -1,0 +1,79 @@
+"""Summaries of a KB for people: overall counts, a one-line-per-state listing, one state in full."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from kb.prompt_slice import describe_evidence
+from kb.schema import KBDocument, PerformanceState
+
+
+class KBStats(BaseModel):
+    """The size and reach of a KB, as `kernelblaster kb stats` prints it."""
+
+    path: str
+    schema_version: int
+    states: int
+    optimizations: int
+    techniques: int
+    transitions: int
+    attempts: int
+    measured: int
+    bytes: int
+    arches: list[str]
+
+
+def kb_stats(document: KBDocument, path: str, size: int) -> KBStats:
+    optimizations = [opt for state in document.states.values() for opt in state.optimizations]
+    return KBStats(
+        path=path,
+        schema_version=document.schema_version,
+        states=len(document.states),
+        optimizations=len(optimizations),
+        techniques=len(document.techniques),
+        transitions=len(document.transitions),
+        attempts=sum(opt.stats.attempts for opt in optimizations),
+        measured=sum(opt.stats.measured for opt in optimizations),
+        bytes=size,
+        arches=sorted({arch for state in document.states.values() for arch in state.arches}),
+    )
+
+
+def format_stats(stats: KBStats) -> str:
+    return "\n".join(
+        [
+            f"KB {stats.path} (schema v{stats.schema_version}, {stats.bytes} bytes)",
+            f"  {stats.states} states, {stats.optimizations} optimizations of {stats.techniques} techniques, "
+            f"{stats.transitions} transitions",
+            f"  {stats.attempts} attempts recorded, {stats.measured} measured",
+            f"  arches seen: {', '.join(stats.arches) or 'none yet'}",
+        ]
+    )
+
+
+def format_state_list(document: KBDocument) -> str:
+    rows = [f"{'state':<32} {'opts':>4} {'tries':>5}  arches  name"]
+    for state in document.states.values():
+        attempts = sum(opt.stats.attempts for opt in state.optimizations)
+        flag = " (deprecated)" if state.deprecated else ""
+        arches = ",".join(state.arches) or "-"
+        rows.append(f"{state.id:<32} {len(state.optimizations):>4} {attempts:>5}  {arches:<6}  {state.name}{flag}")
+    return "\n".join(rows)
+
+
+def format_state(document: KBDocument, state: PerformanceState) -> str:
+    lines = [
+        f"{state.name} [{state.id}]" + (f" (deprecated: {state.deprecated})" if state.deprecated else ""),
+        f"  bottleneck: {state.primary_bottleneck}",
+        f"  also: {', '.join(state.secondary) or '-'}",
+        f"  arches: {', '.join(state.arches) or 'none yet'}",
+        f"  {state.description}",
+        "  optimizations:",
+    ]
+    for opt in sorted(state.optimizations, key=lambda o: -o.prior_speedup):
+        category = document.techniques[opt.technique].category
+        flag = f" (deprecated: {opt.deprecated})" if opt.deprecated else ""
+        lines.append(f"    {opt.technique} ({category}) prior {opt.prior_speedup:.2f}x; "
+                     f"{describe_evidence(opt.stats)}{flag}")
+        lines += [f"      lesson: {lesson}" for lesson in opt.lessons]
+    return "\n".join(lines)

