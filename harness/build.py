@@ -91,7 +91,8 @@ def build_candidate(
     if result.violations:
         return result
 
-    driver = driver_object(arch, cache_dir)
+    driver = driver_object(arch, cache_dir).output
+    assert driver is not None
     result.link = link_executable(
         [driver, result.compile.output], workdir / EXECUTABLE_NAME, arch=arch, libraries=link_libraries(allow)
     )
@@ -100,8 +101,11 @@ def build_candidate(
     return result
 
 
-def driver_object(arch: str, cache_dir: Path) -> Path:
-    """The test driver compiled for `arch`; a failure here is the installation's fault, not the candidate's."""
+def driver_object(arch: str, cache_dir: Path) -> CompileResult:
+    """The test driver compiled for `arch` (once; later calls are cache hits).
+
+    A failure here is the installation's fault, not the candidate's, so it is raised, not reported.
+    """
     compiled = compile_object(
         DRIVER_SOURCE,
         cache_dir / "driver" / f"kb_driver_{arch}.o",
@@ -112,7 +116,7 @@ def driver_object(arch: str, cache_dir: Path) -> Path:
     if not compiled.ok or compiled.output is None:
         first_error = next((m.text for m in compiled.errors), compiled.log.strip()[-300:])
         raise UserFacingError(f"the test driver ({DRIVER_SOURCE}) does not compile for {arch}: {first_error}")
-    return compiled.output
+    return compiled
 
 
 def _from_symbol(violation: SymbolViolation) -> StaticViolation:

@@ -6,10 +6,12 @@ each step and caches compiled objects by content hash. Results are pydantic mode
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -175,15 +177,26 @@ def _run_nvcc(command: list[str], output: Path, *, arch: str, timeout_s: float, 
     partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
     reported_command = [*command, "-o", str(output)]
     started = time.perf_counter()
+    # nvcc runs cudafe++, cicc, ptxas and the host compiler as children: its own process group lets a
+    # timeout end all of them, not just nvcc.
+    process = subprocess.Popen(
+        [*command, "-o", str(partial)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=cwd,
+        start_new_session=True,
+    )
     try:
-        completed = subprocess.run(
-            [*command, "-o", str(partial)], capture_output=True, text=True, timeout=timeout_s, cwd=cwd, check=False
-        )
-        log, timed_out = completed.stdout + completed.stderr, False
-        ok = completed.returncode == 0 and partial.is_file()
-    except subprocess.TimeoutExpired as expired:
-        log = f"{_text(expired.stdout)}{_text(expired.stderr)}\nnvcc timed out after {timeout_s:.0f} s\n"
-        timed_out, ok = True, False
+        log, _ = process.communicate(timeout=timeout_s)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        log, _ = process.communicate()
+        log += f"\nnvcc timed out after {timeout_s:g} s\n"
+        timed_out = True
+    ok = not timed_out and process.returncode == 0 and partial.is_file()
     if ok:
         partial.replace(output)
     else:
@@ -198,12 +211,6 @@ def _run_nvcc(command: list[str], output: Path, *, arch: str, timeout_s: float, 
         timed_out=timed_out,
         output=output if ok else None,
     )
-
-
-def _text(stream: str | bytes | None) -> str:
-    if stream is None:
-        return ""
-    return stream.decode(errors="replace") if isinstance(stream, bytes) else stream
 
 
 # ---------------------------------------------------------------------------------------------------

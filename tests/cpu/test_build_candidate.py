@@ -1,0 +1,148 @@
+"""harness/build.py: the stages of building one candidate, the link with the driver, and the object check."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.build import BuildResult, build_candidate, driver_object
+from tools.symbols import find_symbol_violations, link_libraries, undefined_symbols
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"
+HEADER = (FIXTURES / "kb_problem.h").read_text()
+ARCH = "sm_90"
+
+
+@pytest.fixture(scope="session")
+def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One compile cache for the test session, so the driver object is compiled once."""
+    return tmp_path_factory.getbasetemp() / "kb_build_cache"
+
+
+def build(name: str, workdir: Path, cache_dir: Path, allow: frozenset[str] = frozenset()) -> BuildResult:
+    source = (FIXTURES / f"{name}.cu").read_text()
+    return build_candidate(source, HEADER, workdir, arch=ARCH, allow=allow, cache_dir=cache_dir)
+
+
+@pytest.fixture(scope="module")
+def scale_ok(tmp_path_factory: pytest.TempPathFactory, build_cache: Path) -> BuildResult:
+    return build("scale_ok", tmp_path_factory.mktemp("scale_ok"), build_cache)
+
+
+def calls_in_function(executable: Path, function: str) -> list[str]:
+    """Names of the functions `function` calls directly, from the disassembly of the linked executable."""
+    disassembly = subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", str(executable)], capture_output=True, text=True, check=True
+    ).stdout
+    body = disassembly.split(f"<{function}>:\n", 1)[1].split("\n\n", 1)[0]
+    return re.findall(r"\bcall\s+\S+\s+<([^>@+]+)", body)
+
+
+def test_a_correct_candidate_builds_an_executable(scale_ok: BuildResult) -> None:
+    assert scale_ok.stage == "ok"
+    assert scale_ok.violations == []
+    assert scale_ok.executable is not None and os.access(scale_ok.executable, os.X_OK)
+
+
+def test_the_source_and_header_are_written_into_the_work_directory(scale_ok: BuildResult) -> None:
+    assert scale_ok.source_path.read_text() == (FIXTURES / "scale_ok.cu").read_text()
+    assert scale_ok.header_path.read_text() == HEADER
+    assert scale_ok.executable is not None and scale_ok.executable.parent == scale_ok.source_path.parent
+
+
+def test_the_build_reports_kernel_resources(scale_ok: BuildResult) -> None:
+    assert [kernel.name.split("(")[0] for kernel in scale_ok.resources] == ["scale_kernel"]
+
+
+def test_the_candidate_object_refers_to_the_plain_c_allocators(scale_ok: BuildResult) -> None:
+    # cudaMalloc(&float_ptr, n) goes through cuda_runtime.h's template overload, which forwards to the C
+    # function: the object's undefined reference is plain `cudaMalloc`, which the linker can redirect.
+    assert scale_ok.compile is not None and scale_ok.compile.output is not None
+    needed = undefined_symbols(scale_ok.compile.output)
+    assert "cudaMalloc" in needed and "cudaMallocAsync" in needed
+
+
+def test_the_linked_candidate_allocates_through_the_driver_poisoning_wrappers(scale_ok: BuildResult) -> None:
+    assert scale_ok.executable is not None
+    calls = calls_in_function(scale_ok.executable, "kb_forward")
+    assert "__wrap_cudaMalloc" in calls and "__wrap_cudaMallocAsync" in calls
+    assert "cudaMalloc" not in calls and "cudaMallocAsync" not in calls
+
+
+def test_the_poisoning_wrapper_reaches_the_real_allocator(scale_ok: BuildResult) -> None:
+    assert scale_ok.executable is not None
+    assert "cudaMalloc" in calls_in_function(scale_ok.executable, "__wrap_cudaMalloc")
+
+
+def test_a_second_build_in_a_new_directory_reuses_the_compiled_object(tmp_path: Path, build_cache: Path) -> None:
+    build("scale_ok", tmp_path / "first", build_cache)
+    again = build("scale_ok", tmp_path / "second", build_cache)
+    assert again.stage == "ok" and again.cached
+
+
+def test_the_driver_object_is_compiled_once_per_arch(build_cache: Path) -> None:
+    driver_object(ARCH, build_cache)
+    assert driver_object(ARCH, build_cache).cached
+
+
+def test_a_compile_error_stops_the_build_with_the_compiler_messages(tmp_path: Path, build_cache: Path) -> None:
+    result = build("compile_error", tmp_path, build_cache)
+    assert result.stage == "compile_error"
+    assert [(m.file, m.line) for m in result.messages if m.severity == "error"] == [
+        ("candidate.cu", 6),
+        ("candidate.cu", 7),
+    ]
+    assert result.link is None and result.executable is None
+
+
+def test_a_static_violation_stops_the_build_before_compiling(tmp_path: Path, build_cache: Path) -> None:
+    source = '#include "kb_problem.h"\n#include <torch/extension.h>\n' + (FIXTURES / "scale_ok.cu").read_text()
+    result = build_candidate(source, HEADER, tmp_path, arch=ARCH, allow=frozenset(), cache_dir=build_cache)
+    assert result.stage == "static_violation"
+    assert [v.rule for v in result.violations] == ["pytorch_include"]
+    assert result.compile is None
+
+
+def test_calls_hidden_by_macros_are_caught_in_the_compiled_object(tmp_path: Path, build_cache: Path) -> None:
+    result = build("hidden_fopen_getenv", tmp_path, build_cache)
+    assert result.stage == "static_violation"
+    assert {(v.rule, v.text) for v in result.violations} == {("file_io", "fopen"), ("environment", "getenv")}
+    assert result.compile is not None and result.link is None
+
+
+def test_an_unresolved_symbol_is_a_link_error_naming_it(tmp_path: Path, build_cache: Path) -> None:
+    result = build("undefined_helper", tmp_path, build_cache)
+    assert result.stage == "link_error"
+    assert any("helper_defined_nowhere" in m.text for m in result.messages if m.severity == "error")
+    assert result.executable is None
+
+
+def test_library_symbols_are_violations_unless_the_library_is_allowed() -> None:
+    symbols = ["cublasSgemm_v2", "cudaLaunchKernel"]
+    [violation] = find_symbol_violations(symbols, frozenset())
+    assert violation.rule == "library:cublas" and "--allow cublas" in violation.message
+    assert find_symbol_violations(symbols, frozenset({"cublas"})) == []
+
+
+@pytest.mark.parametrize(
+    ("symbol", "rule"),
+    [("__open64_2", "file_io"), ("write", "file_io"), ("std::cin", "file_io"), ("cudaIpcOpenMemHandle", "ipc"),
+     ("std::thread::_M_start_thread(std::unique_ptr<std::thread::_State>, void (*)())", "threads"),
+     ("cudaMemcpyAsync_ptsz", "default_stream"), ("cuCtxCreate_v2", "device_control")],
+)  # fmt: skip
+def test_forbidden_symbols_are_recognised_in_their_object_forms(symbol: str, rule: str) -> None:
+    assert [v.rule for v in find_symbol_violations([symbol], frozenset())] == [rule]
+
+
+def test_the_symbols_nvcc_itself_emits_are_not_violations(scale_ok: BuildResult) -> None:
+    assert scale_ok.compile is not None and scale_ok.compile.output is not None
+    assert find_symbol_violations(undefined_symbols(scale_ok.compile.output), frozenset()) == []
+
+
+def test_allowed_libraries_are_linked_by_their_library_names() -> None:
+    assert link_libraries(frozenset({"cublas"})) == ["cublas", "cublasLt"]
+    assert link_libraries(frozenset({"cutlass"})) == []

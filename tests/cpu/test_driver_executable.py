@@ -1,0 +1,202 @@
+"""The real C++ test driver linked with fixture candidates.
+
+Without a GPU: the protocol's error handling, the stdout redirection, and a clean fatal exit when CUDA is
+unusable. With a GPU (`pytest -m gpu`): IPC buffers, run, time, profile, crashes and workspace poisoning.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.build import build_candidate
+from tools.driver_process import DriverCrashed, DriverSession, IpcTensor, TensorSet
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"
+HEADER = (FIXTURES / "kb_problem.h").read_text()
+KB_FLOAT32 = 0
+N = 1024
+
+
+@pytest.fixture(scope="session")
+def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One compile cache for the test session, so the driver object is compiled once."""
+    return tmp_path_factory.getbasetemp() / "kb_build_cache"
+
+
+@pytest.fixture
+def executable(tmp_path: Path, build_cache: Path, request: pytest.FixtureRequest) -> Path:
+    """The fixture candidate named by the (indirect) parameter, built for this machine's GPU (or sm_90)."""
+    name = request.param
+    arch = "sm_{}{}".format(*torch.cuda.get_device_capability()) if torch.cuda.is_available() else "sm_90"
+    source = (FIXTURES / f"{name}.cu").read_text()
+    built = build_candidate(source, HEADER, tmp_path / name, arch=arch, allow=frozenset(), cache_dir=build_cache)
+    assert built.stage == "ok" and built.executable is not None, built.log
+    return built.executable
+
+
+def talk(executable: Path, *requests: str) -> subprocess.CompletedProcess[str]:
+    """Send raw request lines, close stdin, and collect every reply."""
+    return subprocess.run(
+        [str(executable)], input="".join(r + "\n" for r in requests), capture_output=True, text=True, timeout=60
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Without a GPU
+# ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
+def test_bad_requests_get_error_replies_and_the_driver_keeps_serving(executable: Path) -> None:
+    finished = talk(executable, "not json", '{"cmd":"dance"}', '{"cmd":"run","set":0}', "", '{"cmd":"exit"}')
+    replies = [json.loads(line) for line in finished.stdout.splitlines()]
+    assert replies == [
+        {"ok": False, "error": "malformed JSON at byte 0: expected a value"},
+        {"ok": False, "error": "unknown cmd 'dance' (expected setup, run, time, profile or exit)"},
+        {"ok": False, "error": "send setup first"},
+        {"ok": True},
+    ]
+    assert finished.returncode == 0
+
+
+@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
+def test_the_driver_exits_cleanly_at_end_of_input(executable: Path) -> None:
+    finished = talk(executable)
+    assert (finished.returncode, finished.stdout) == (0, "")
+
+
+@pytest.mark.parametrize("executable", ["prints_at_load"], indirect=True)
+def test_candidate_output_from_static_initialisers_never_reaches_the_protocol(executable: Path) -> None:
+    finished = talk(executable, '{"cmd":"exit"}')
+    assert finished.stdout == '{"ok":true}\n'
+    assert "printf at load" in finished.stderr and "cout at load" in finished.stderr
+
+
+@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
+def test_a_request_error_through_the_session_leaves_the_driver_running(executable: Path) -> None:
+    with DriverSession(executable) as session:
+        with pytest.raises(DriverCrashed, match="send setup first") as raised:
+            session.run(0, timeout_s=30)
+        assert raised.value.exit_status is None
+    assert session.exit_status == 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour on a machine without a usable GPU")
+@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
+def test_without_a_usable_gpu_setup_reports_the_cuda_error_and_the_driver_exits_3(executable: Path) -> None:
+    tensor = IpcTensor(handle_hex="00" * 64, offset=0, dtype=KB_FLOAT32, shape=[N], strides=[1])
+    with DriverSession(executable) as session, pytest.raises(DriverCrashed) as raised:
+        session.setup([TensorSet(inputs=[tensor], params=[], outputs=[tensor])], flush_bytes=0)
+    assert raised.value.error.startswith("cudaError")
+    assert raised.value.error.endswith("(selecting the device)")
+    assert raised.value.exit_status == 3
+
+
+# ---------------------------------------------------------------------------------------------------
+# With a GPU
+# ---------------------------------------------------------------------------------------------------
+def ipc_tensor(tensor: torch.Tensor) -> IpcTensor:
+    """Describe a CUDA tensor by the IPC handle of its allocation and its byte offset in it."""
+    _, handle, _, storage_offset_bytes, *_ = tensor.untyped_storage()._share_cuda_()
+    return IpcTensor(
+        handle_hex=bytes(handle).hex(),
+        offset=storage_offset_bytes + tensor.storage_offset() * tensor.element_size(),
+        dtype=KB_FLOAT32,
+        shape=list(tensor.shape),
+        strides=list(tensor.stride()),
+    )
+
+
+def one_set(x: torch.Tensor, y: torch.Tensor) -> list[TensorSet]:
+    return [TensorSet(inputs=[ipc_tensor(x)], params=[], outputs=[ipc_tensor(y)])]
+
+
+L2_FLUSH_BYTES = 100 << 20
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
+def test_run_writes_the_candidate_result_into_the_shared_output(executable: Path) -> None:
+    x = torch.randn(N, device="cuda")
+    y = torch.full((N,), float("nan"), device="cuda")
+    with DriverSession(executable) as session:
+        session.setup(one_set(x, y), flush_bytes=L2_FLUSH_BYTES)
+        session.run(0, timeout_s=30)
+    torch.cuda.synchronize()
+    assert torch.equal(y, 2 * x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
+def test_tensors_sharing_one_allocation_are_mapped_once_at_their_offsets(executable: Path) -> None:
+    buffer = torch.zeros(2 * N, device="cuda")
+    x, y = buffer[:N], buffer[N:]
+    x.copy_(torch.randn(N, device="cuda"))
+    assert ipc_tensor(x).handle_hex == ipc_tensor(y).handle_hex
+    with DriverSession(executable) as session:
+        session.setup(one_set(x, y), flush_bytes=0)
+        session.run(0, timeout_s=30)
+    torch.cuda.synchronize()
+    assert torch.equal(y, 2 * x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
+def test_time_returns_a_sample_per_timed_call_and_the_empty_call_overhead(executable: Path) -> None:
+    x, y = torch.randn(N, device="cuda"), torch.empty(N, device="cuda")
+    with DriverSession(executable) as session:
+        session.setup(one_set(x, y), flush_bytes=L2_FLUSH_BYTES)
+        timing = session.time(sets=[0], warmup=3, iters=20, flush=True, timeout_s=60)
+    assert len(timing.event_ms) == 20 and len(timing.host_ms) == 20
+    assert all(0 < event < host for event, host in zip(timing.event_ms, timing.host_ms, strict=True))
+    assert 0 < timing.overhead_ms < min(timing.host_ms)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
+def test_profile_mode_completes_outside_a_profiler(executable: Path) -> None:
+    x, y = torch.randn(N, device="cuda"), torch.empty(N, device="cuda")
+    with DriverSession(executable) as session:
+        session.setup(one_set(x, y), flush_bytes=0)
+        session.profile(0, warmup=2, timeout_s=60)
+    torch.cuda.synchronize()
+    assert torch.equal(y, 2 * x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("executable", ["illegal_address"], indirect=True)
+def test_an_illegal_address_is_reported_and_the_harness_gpu_stays_usable(executable: Path) -> None:
+    x, y = torch.randn(N, device="cuda"), torch.empty(N, device="cuda")
+    with DriverSession(executable) as session, pytest.raises(DriverCrashed) as raised:
+        session.setup(one_set(x, y), flush_bytes=0)
+        session.run(0, timeout_s=30)
+    assert raised.value.error.startswith("cudaErrorIllegalAddress")
+    assert raised.value.error.endswith("(after kb_forward, set 0)")
+    assert raised.value.exit_status == 3
+    assert torch.equal((x + 1) - 1, x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("executable", ["returns_error"], indirect=True)
+def test_a_nonzero_return_is_reported_as_rc_and_the_driver_keeps_serving(executable: Path) -> None:
+    x, y = torch.randn(N, device="cuda"), torch.empty(N, device="cuda")
+    with DriverSession(executable) as session:
+        session.setup(one_set(x, y), flush_bytes=0)
+        for _ in range(2):
+            with pytest.raises(DriverCrashed) as raised:
+                session.run(0, timeout_s=30)
+            assert (raised.value.rc, raised.value.exit_status) == (7, None)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("executable", ["reads_fresh_workspace"], indirect=True)
+def test_fresh_workspace_reads_as_poison_under_run(executable: Path) -> None:
+    x, y = torch.randn(N, device="cuda"), torch.zeros(N, device="cuda")
+    with DriverSession(executable) as session:
+        session.setup(one_set(x, y), flush_bytes=0)
+        session.run(0, timeout_s=30)
+    torch.cuda.synchronize()
+    assert bool((y.view(torch.int32) == -1).all())  # every byte 0xFF, a NaN for float32
