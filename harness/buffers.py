@@ -46,7 +46,8 @@ class SharedBuffer:
     spec: TensorSpec
     pointer: int
     nbytes: int
-    tensor: torch.Tensor = field(repr=False)
+    raw: torch.Tensor = field(repr=False)  # the allocation's bytes, flat uint8
+    tensor: torch.Tensor = field(repr=False)  # the same bytes as the spec's dtype and shape
     ipc_handle_hex: str
 
     def ipc(self) -> IpcTensor:
@@ -82,7 +83,7 @@ class SharedSet:
 
     def poison_outputs(self, byte: int) -> None:
         for buffer in self.outputs:
-            buffer.tensor.view(torch.uint8).fill_(byte)
+            buffer.raw.fill_(byte)
 
 
 class SharedMemoryPool:
@@ -112,7 +113,7 @@ class SharedMemoryPool:
         _check(self._cuda.cuIpcGetMemHandle(handle, ctypes.c_uint64(pointer.value)), "cuIpcGetMemHandle")
         raw = torch.as_tensor(_ByteView(pointer.value, nbytes), device=f"cuda:{self.device}")
         tensor = raw.view(dtype_info(spec.dtype).torch_dtype).view(spec.shape)
-        return SharedBuffer(spec, pointer.value, nbytes, tensor, bytes(handle).hex())
+        return SharedBuffer(spec, pointer.value, nbytes, raw, tensor, bytes(handle).hex())
 
     def close(self) -> None:
         torch.cuda.synchronize(self.device)

@@ -80,7 +80,10 @@ def run_baseline(args: argparse.Namespace) -> int:
     problem = load_problem(args.problem)
     if not gpu_available():
         raise UserFacingError("no CUDA GPU is visible; the PyTorch baselines can only be timed on an NVIDIA GPU")
-    report = measure_baseline_report(problem, gpu=args.gpu, precision=args.precision, profile=args.profile)
+    import torch
+
+    options = EvalOptions(precision=args.precision, gpu=args.gpu, profile=args.profile)
+    report = measure_baseline_report(problem, options, torch.cuda.get_device_name(args.gpu))
     if args.json:
         print(json.dumps(report.model_dump(mode="json"), indent=2))
         return 0

@@ -21,11 +21,16 @@ class Comparison(BaseModel):
     mismatches: int = 0
 
 
+def as_bytes(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor's bytes as a flat uint8 tensor (flattened first: a 0-d tensor has no byte view)."""
+    return tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
 def unwritten_elements(output: torch.Tensor) -> int:
     """Elements whose every byte still holds the poison pattern written before the call."""
     if output.numel() == 0:
         return 0
-    raw = output.detach().contiguous().view(torch.uint8).reshape(output.numel(), output.element_size())
+    raw = as_bytes(output).reshape(output.numel(), output.element_size())
     return int((raw == POISON_BYTE).all(dim=1).sum().item())
 
 

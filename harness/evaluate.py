@@ -1,8 +1,10 @@
-"""Evaluate one CUDA candidate against a PyTorch problem: build, verify, time, roofline, profile, baseline.
+"""Evaluate CUDA candidates against one PyTorch problem: build, verify, measure.
 
-`evaluate_candidate` is the harness's one entry point; it always returns an `EvalResult` for anything the
-candidate does (compile errors, crashes, hangs, wrong answers) and raises only for bad input it can name
-(a broken problem file, a missing candidate file, a missing toolchain).
+`CandidateEvaluator` is bound to one problem and one set of options (the spec, header, roofline and
+baselines are computed once) and exposes the three stages separately, so an agent can retry a failed
+compile or a failed verification before spending GPU time on timing. `evaluate_candidate` runs all three.
+Every outcome of the candidate (compile errors, crashes, hangs, wrong answers) is an `EvalResult`; only
+bad input the harness can name (a broken problem file, a missing candidate, a missing toolchain) raises.
 """
 
 from __future__ import annotations
@@ -10,8 +12,11 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,28 +27,52 @@ from harness.build import BuildResult, build_candidate
 from harness.header import generate_header
 from harness.precision import PrecisionPolicy
 from harness.problem import Problem, instantiate, load_problem
-from harness.profile_run import profile_candidate
-from harness.result import CandidateTiming, CheckResult, CompileSummary, EvalResult, Speedup
+from harness.profile import ProfileOutcome
+from harness.profile_run import profile_candidate, profile_pytorch
+from harness.result import (
+    BaselineTiming,
+    CandidateTiming,
+    CheckResult,
+    CompileSummary,
+    EvalResult,
+    Roofline,
+    Speedup,
+    Verdict,
+)
 from harness.roofline import count_flops, peaks_for_device, roofline_check, roofline_for
-from harness.spec import ProblemSpec, spec_for_problem
+from harness.spec import spec_for_problem
 from harness.timing import flush_bytes, stream_escape_check, time_candidate, wall_seconds
 from harness.verify import Verification, VerificationContext, verify_candidate
 from tools.driver_process import DriverCrashed, DriverSession, DriverTimeout
 from tools.errors import UserFacingError
 
+T = TypeVar("T")
+
 DEFAULT_ARCH = "sm_90"
 MAX_ROTATING_SETS = 4
 ROTATION_MEMORY_SHARE = 0.25
+BASELINE_PROFILE_TIMEOUT_S = 600.0
 
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("KERNELBLASTER_CACHE", Path.home() / ".cache" / "kernelblaster"))
 
 
+def gpu_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def detect_arch(gpu: int) -> str:
+    if not gpu_available():
+        return DEFAULT_ARCH
+    major, minor = torch.cuda.get_device_capability(gpu)
+    return f"sm_{major}{minor}"
+
+
 class EvalOptions(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    seeds: int = 5
+    seeds: int = Field(default=5, ge=1)
     precision: PrecisionPolicy = "strict"
     allow: frozenset[str] = frozenset()
     gpu: int = 0
@@ -56,30 +85,176 @@ class EvalOptions(BaseModel):
 
 
 @dataclass
-class _Evaluation:
-    """The parts of an EvalResult filled in as the stages run."""
+class BuildStage:
+    """A built candidate: `result` holds the verdict when the build failed (static rules or compiler)."""
 
-    problem: Problem
-    spec: ProblemSpec
+    label: str
     source: str
-    candidate: str
-    options: EvalOptions
-    arch: str
-    started: float = field(default_factory=time.perf_counter)
-    seconds: dict[str, float] = field(default_factory=dict)
+    build: BuildResult
+    result: EvalResult | None
 
-    def result(self, verdict: str, summary: str, **fields: object) -> EvalResult:
-        self.seconds["total"] = wall_seconds(self.started)
+    @property
+    def ok(self) -> bool:
+        return self.result is None
+
+    @property
+    def executable(self) -> Path | None:
+        return self.build.executable
+
+
+class CandidateEvaluator:
+    def __init__(self, problem: Problem, options: EvalOptions) -> None:
+        self.problem = problem
+        self.options = options
+        self.gpu = options.gpu if gpu_available() else None
+        self.spec = spec_for_problem(problem, self.gpu)
+        self.header = generate_header(self.spec)
+        self.arch = options.arch or detect_arch(options.gpu)
+
+    def evaluate(self, source: str, label: str) -> EvalResult:
+        built = self.build(source, label)
+        if not built.ok:
+            return built.result
+        verified = self.verify(built)
+        return self.measure(built, verified, self.options.profile) if verified.verdict == "ok" else verified
+
+    def build(self, source: str, label: str) -> BuildStage:
+        started = time.perf_counter()
+        build = build_candidate(source, self.header, self.options.cache_dir / "builds", arch=self.arch,
+                                allow=self.options.allow, cache_dir=self.options.cache_dir / "objects")
+        stage = BuildStage(label, source, build, None)
+        seconds = {"build": wall_seconds(started)}
+        if build.stage == "static_violation":
+            detail = "; ".join(v.message for v in build.violations)
+            stage.result = self._result(stage, "static_violation", f"rejected before compiling: {detail}", seconds,
+                                        checks=[CheckResult(name="static", passed=False, detail=detail)])
+        elif build.stage != "ok":
+            stage.result = self._result(stage, "compile_error", f"{build.stage.replace('_', ' ')}: "
+                                        f"{_compile_detail(build)}", seconds, checks=self._build_checks(build))
+        return stage
+
+    def verify(self, built: BuildStage) -> EvalResult:
+        """Run every correctness check; verdict ok, incorrect, crash, timeout or no_gpu."""
+        checks = self._build_checks(built.build)
+        if self.gpu is None:
+            return self._result(built, "no_gpu", "compiled; no CUDA GPU is visible, so it was not run "
+                                "(needs an NVIDIA GPU)", {}, checks=checks)
+        started = time.perf_counter()
+        verification = Verification(checks=checks)
+        with SharedMemoryPool(self.gpu) as pool:
+            shared = pool.allocate_set(self.spec)
+            context = VerificationContext(self.problem, self.gpu, self.options.precision,
+                                          list(range(self.options.seeds)), self.options.timeout_s)
+            verdict, summary, _ = self._run_in_driver(
+                built, [shared], lambda session: verify_candidate(session, shared, context, verification),
+                verification.checks)
+        seconds = {"verify": wall_seconds(started)}
+        if verdict == "ok" and not verification.passed:
+            failed = next(c for c in verification.checks if not c.passed)
+            verdict, summary = "incorrect", f"failed check '{failed.name}': {failed.detail}"
+        return self._result(built, verdict, summary or "passed every correctness check", seconds,
+                            checks=verification.checks, weakly_checked=verification.weakly_checked)
+
+    def measure(self, built: BuildStage, verified: EvalResult, profile: bool) -> EvalResult:
+        """Time a verified candidate; add the stream-escape and roofline checks, speedups and the profile."""
+        if self.gpu is None or verified.verdict != "ok":
+            return verified
+        started = time.perf_counter()
+        checks = list(verified.checks)
+        with SharedMemoryPool(self.gpu) as pool:
+            sets = [pool.allocate_set(self.spec) for _ in range(self._rotating_sets())]
+            _fill_with_seeds(self.problem, sets, self.gpu)
+            verdict, summary, timing = self._run_in_driver(
+                built, sets, lambda session: time_candidate(session, list(range(len(sets))), self.options.timeout_s),
+                checks)
+            seconds = verified.seconds | {"time": wall_seconds(started)}
+            if timing is None:
+                return verified.model_copy(update={"verdict": verdict, "summary": summary, "checks": checks,
+                                                   "seconds": seconds})
+            profile_outcome = self._profile(built, sets) if profile else None
+        return self._scored(verified, timing, checks, seconds, profile_outcome)
+
+    def baseline(self) -> BaselineTiming:
+        """Eager and torch.compile timings of the problem, measured once and cached on disk."""
+        return self._baseline
+
+    def profile_baseline(self) -> ProfileOutcome:
+        workdir = self.options.cache_dir / "baselines" / self.problem.sha256[:16]
+        workdir.mkdir(parents=True, exist_ok=True)
+        return profile_pytorch(self.problem.path, self._require_gpu(), self.options.precision, workdir,
+                               BASELINE_PROFILE_TIMEOUT_S)
+
+    @cached_property
+    def _baseline(self) -> BaselineTiming:
+        return baseline_for(self.problem, self._require_gpu(), self.options.precision, MAX_ROTATING_SETS,
+                            self.options.cache_dir, with_compile=self.options.compile_baseline)
+
+    @cached_property
+    def roofline(self) -> Roofline:
+        gpu = self._require_gpu()
+        flops = count_flops(instantiate(self.problem, 0, f"cuda:{gpu}"))
+        return roofline_for(self.spec, flops, peaks_for_device(gpu, self.options.cache_dir), self.options.precision)
+
+    def _require_gpu(self) -> int:
+        if self.gpu is None:
+            raise UserFacingError("no CUDA GPU is visible; this step needs an NVIDIA GPU")
+        return self.gpu
+
+    def _run_in_driver(self, built: BuildStage, sets: list[SharedSet], work: Callable[[DriverSession], T],
+                       checks: list[CheckResult]) -> tuple[Verdict, str, T | None]:
+        """Run `work(session)` in a fresh driver process; a hang or crash becomes a failed `runs` check."""
+        try:
+            with DriverSession(built.executable) as session:
+                session.setup([s.ipc() for s in sets], flush_bytes=flush_bytes(self.gpu), device=self.gpu,
+                              timeout_s=self.options.timeout_s)
+                return "ok", "", work(session)
+        except (DriverTimeout, DriverCrashed) as error:
+            checks.append(CheckResult(name="runs", passed=False, detail=str(error)))
+            return ("timeout" if isinstance(error, DriverTimeout) else "crash"), str(error), None
+
+    def _scored(self, verified: EvalResult, timing: CandidateTiming, checks: list[CheckResult],
+                seconds: dict[str, float], profile: ProfileOutcome | None) -> EvalResult:
+        escape = stream_escape_check(timing)
+        checks.append(escape)
+        update: dict[str, object] = {"timing": timing, "checks": checks, "seconds": seconds, "profile": profile}
+        if not escape.passed:
+            return verified.model_copy(update=update | {"verdict": "incorrect",
+                                                        "summary": f"failed check 'stream_escape': {escape.detail}"})
+        roofline, floor_check = roofline_check(self.roofline, timing.event.median_ms)
+        checks.append(floor_check)
+        update["roofline"] = roofline
+        speedup = None
+        if self.options.baseline:
+            speedup = Speedup.of(timing.event.median_ms, self._baseline)
+            update |= {"baseline": self._baseline, "speedup": speedup}
+        if not floor_check.passed:
+            return verified.model_copy(update=update | {"verdict": "suspicious", "summary": floor_check.detail})
+        return verified.model_copy(update=update | {"verdict": "ok",
+                                                    "summary": _ok_summary(timing.event.median_ms, speedup)})
+
+    def _profile(self, built: BuildStage, sets: list[SharedSet]) -> ProfileOutcome:
+        return profile_candidate(built.executable, [s.ipc() for s in sets], self._require_gpu(),
+                                 built.executable.parent, self.options.timeout_s)
+
+    def _rotating_sets(self) -> int:
+        free, _ = torch.cuda.mem_get_info(self.gpu)
+        affordable = int(free * ROTATION_MEMORY_SHARE) // max(self.spec.compulsory_bytes, 1)
+        return max(1, min(MAX_ROTATING_SETS, affordable))
+
+    def _build_checks(self, build: BuildResult) -> list[CheckResult]:
+        return [CheckResult(name="static", passed=True, detail="no forbidden includes or APIs"),
+                CheckResult(name="compile", passed=build.stage == "ok", detail=_compile_detail(build))]
+
+    def _result(self, built: BuildStage, verdict: Verdict, summary: str, seconds: dict[str, float],
+                **fields: object) -> EvalResult:
+        build = built.build
         return EvalResult(
             verdict=verdict, summary=summary, problem=str(self.problem.path), problem_sha256=self.problem.sha256,
-            candidate=self.candidate, source_sha256=hashlib.sha256(self.source.encode()).hexdigest(),
-            gpu=torch.cuda.get_device_name(self.options.gpu) if gpu_available() else None, arch=self.arch,
-            precision=self.options.precision, seconds=self.seconds, **fields,
+            candidate=built.label, source_sha256=hashlib.sha256(built.source.encode()).hexdigest(),
+            gpu=torch.cuda.get_device_name(self.gpu) if self.gpu is not None else None, arch=self.arch,
+            precision=self.options.precision, compiled=build.stage == "ok", compile_log=build.log,
+            compile=_compile_summary(build), seconds={"build": build.seconds} | seconds, **fields,
         )
-
-
-def gpu_available() -> bool:
-    return torch.cuda.is_available()
 
 
 def evaluate_candidate(problem_path: Path | str, candidate_path: Path | str, options: EvalOptions) -> EvalResult:
@@ -88,43 +263,7 @@ def evaluate_candidate(problem_path: Path | str, candidate_path: Path | str, opt
         source = Path(candidate_path).read_text()
     except OSError as error:
         raise UserFacingError(f"{candidate_path}: cannot read the candidate ({error.strerror or error})") from None
-    return evaluate_source(problem, source, str(candidate_path), options)
-
-
-def evaluate_source(problem: Problem, source: str, candidate: str, options: EvalOptions) -> EvalResult:
-    spec = spec_for_problem(problem, options.gpu if gpu_available() else None)
-    evaluation = _Evaluation(problem, spec, source, candidate, options, arch=options.arch or detect_arch(options.gpu))
-    build_started = time.perf_counter()
-    build = build_candidate(source, generate_header(spec), options.cache_dir / "builds", arch=evaluation.arch,
-                            allow=options.allow, cache_dir=options.cache_dir / "objects")
-    evaluation.seconds["build"] = wall_seconds(build_started)
-    if build.stage != "ok":
-        return _build_failure(evaluation, build)
-    checks = [CheckResult(name="static", passed=True, detail="no forbidden includes or APIs"),
-              CheckResult(name="compile", passed=True, detail=_compile_detail(build))]
-    built = {"compiled": True, "compile_log": build.log, "compile": _compile_summary(build)}
-    if not gpu_available():
-        return evaluation.result("no_gpu", "compiled; no CUDA GPU is visible, so it was not run (needs an NVIDIA GPU)",
-                                 checks=checks, **built)
-    return _evaluate_on_gpu(evaluation, build, checks, built)
-
-
-def detect_arch(gpu: int) -> str:
-    if not gpu_available():
-        return DEFAULT_ARCH
-    major, minor = torch.cuda.get_device_capability(gpu)
-    return f"sm_{major}{minor}"
-
-
-def _build_failure(evaluation: _Evaluation, build: BuildResult) -> EvalResult:
-    if build.stage == "static_violation":
-        detail = "; ".join(v.message for v in build.violations)
-        return evaluation.result("static_violation", f"rejected before compiling: {detail}", compiled=False,
-                                 checks=[CheckResult(name="static", passed=False, detail=detail)])
-    checks = [CheckResult(name="static", passed=True, detail="no forbidden includes or APIs"),
-              CheckResult(name="compile", passed=False, detail=_compile_detail(build))]
-    return evaluation.result("compile_error", f"{build.stage.replace('_', ' ')}: {_compile_detail(build)}",
-                             compiled=False, compile_log=build.log, compile=_compile_summary(build), checks=checks)
+    return CandidateEvaluator(problem, options).evaluate(source, str(candidate_path))
 
 
 def _compile_detail(build: BuildResult) -> str:
@@ -139,86 +278,14 @@ def _compile_summary(build: BuildResult) -> CompileSummary:
                           resources=[r.render() for r in build.resources])
 
 
-def _evaluate_on_gpu(evaluation: _Evaluation, build: BuildResult, checks: list[CheckResult],
-                     built: dict[str, object]) -> EvalResult:
-    options, spec = evaluation.options, evaluation.spec
-    verification = Verification(checks=checks)
-    with SharedMemoryPool(options.gpu) as pool:
-        sets = [pool.allocate_set(spec) for _ in range(_rotating_sets(spec, options.gpu))]
-        try:
-            with DriverSession(build.executable) as session:
-                session.setup([s.ipc() for s in sets], flush_bytes=flush_bytes(options.gpu), device=options.gpu,
-                              timeout_s=options.timeout_s)
-                started = time.perf_counter()
-                context = VerificationContext(evaluation.problem, options.gpu, options.precision,
-                                              list(range(options.seeds)), options.timeout_s)
-                verify_candidate(session, sets[0], context, verification)
-                evaluation.seconds["verify"] = wall_seconds(started)
-                if not verification.passed:
-                    failed = next(c for c in verification.checks if not c.passed)
-                    return evaluation.result("incorrect", f"failed check '{failed.name}': {failed.detail}",
-                                             checks=verification.checks, weakly_checked=verification.weakly_checked,
-                                             **built)
-                _fill_rotation_sets(evaluation.problem, sets, options.gpu)
-                started = time.perf_counter()
-                timing = time_candidate(session, list(range(len(sets))), options.timeout_s)
-                evaluation.seconds["time"] = wall_seconds(started)
-        except DriverTimeout as error:
-            verification.checks.append(CheckResult(name="runs", passed=False, detail=str(error)))
-            return evaluation.result("timeout", str(error), checks=verification.checks, **built)
-        except DriverCrashed as error:
-            verification.checks.append(CheckResult(name="runs", passed=False, detail=str(error)))
-            return evaluation.result("crash", str(error), checks=verification.checks, **built)
-        return _score(evaluation, build, sets, verification, timing, built)
-
-
-def _score(evaluation: _Evaluation, build: BuildResult, sets: list[SharedSet], verification: Verification,
-           timing: CandidateTiming, built: dict[str, object]) -> EvalResult:
-    options = evaluation.options
-    checks = verification.checks
-    escape = stream_escape_check(timing)
-    checks.append(escape)
-    if not escape.passed:
-        return evaluation.result("incorrect", f"failed check 'stream_escape': {escape.detail}", checks=checks,
-                                 timing=timing, weakly_checked=verification.weakly_checked, **built)
-    instance = instantiate(evaluation.problem, 0, f"cuda:{options.gpu}")
-    peaks = peaks_for_device(options.gpu, options.cache_dir)
-    roofline, floor_check = roofline_check(
-        roofline_for(evaluation.spec, count_flops(instance), peaks, options.precision), timing.event.median_ms)
-    checks.append(floor_check)
-    extra: dict[str, object] = {"timing": timing, "roofline": roofline, "weakly_checked": verification.weakly_checked}
-    if options.baseline:
-        started = time.perf_counter()
-        baseline = baseline_for(evaluation.problem, options.gpu, options.precision, len(sets), options.cache_dir,
-                                with_compile=options.compile_baseline)
-        evaluation.seconds["baseline"] = wall_seconds(started)
-        extra |= {"baseline": baseline, "speedup": Speedup.of(timing.event.median_ms, baseline)}
-    if options.profile:
-        started = time.perf_counter()
-        extra["profile"] = profile_candidate(build.executable, [s.ipc() for s in sets], options.gpu,
-                                             build.executable.parent, options.timeout_s)
-        evaluation.seconds["profile"] = wall_seconds(started)
-    if not floor_check.passed:
-        return evaluation.result("suspicious", floor_check.detail, checks=checks, **extra, **built)
-    return evaluation.result("ok", _ok_summary(timing.event.median_ms, extra.get("speedup")), checks=checks,
-                             **extra, **built)
-
-
-def _ok_summary(time_ms: float, speedup: object) -> str:
+def _ok_summary(time_ms: float, speedup: Speedup | None) -> str:
     text = f"correct; {time_ms * 1000:.1f} us"
-    if isinstance(speedup, Speedup):
+    if speedup:
         text += f"; {speedup.vs_best:.2f}x vs the faster PyTorch baseline"
     return text
 
 
-def _rotating_sets(spec: ProblemSpec, gpu: int) -> int:
-    free, _ = torch.cuda.mem_get_info(gpu)
-    affordable = int(free * ROTATION_MEMORY_SHARE) // max(spec.compulsory_bytes, 1)
-    return max(1, min(MAX_ROTATING_SETS, affordable))
-
-
-def _fill_rotation_sets(problem: Problem, sets: list[SharedSet], gpu: int) -> None:
-    """Verification left special values in set 0; every set gets ordinary seeded values for timing."""
+def _fill_with_seeds(problem: Problem, sets: list[SharedSet], gpu: int) -> None:
     for seed, shared in enumerate(sets):
         instance = instantiate(problem, seed, f"cuda:{gpu}")
         shared.fill(instance.tensor_args, list(instance.initial_state.values()))

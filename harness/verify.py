@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from harness.buffers import SharedSet
-from harness.compare import POISON_BYTE, compare_output, is_weak_reference, unwritten_elements
+from harness.compare import POISON_BYTE, as_bytes, compare_output, is_weak_reference, unwritten_elements
 from harness.precision import PrecisionPolicy, tolerance_for
 from harness.problem import Problem, ProblemInstance, instantiate
 from harness.result import CheckResult
@@ -162,7 +162,7 @@ def _is_float_tensor(value: object) -> bool:
 
 
 def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+    return a.shape == b.shape and torch.equal(as_bytes(a), as_bytes(b))
 
 
 def _with_special_values(tensor: torch.Tensor) -> torch.Tensor:
