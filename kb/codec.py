@@ -35,9 +35,7 @@ def decode(path: Path, raw: bytes) -> DecodedKB:
     data = _parse_json(path, raw)
     version = schema_version_of(data)
     if version not in READABLE_VERSIONS:
-        raise KBFileError(
-            path, f"schema version {version!r} is not one this kernelblaster reads ({READABLE_VERSIONS})"
-        )
+        raise KBFileError(path, f"schema version {version!r} is not one this kernelblaster reads ({READABLE_VERSIONS})")
     if version != SCHEMA_VERSION:
         data = _validated(path, migrate_to_current, data)
     _check_signature_layout(path, data)
@@ -57,9 +55,7 @@ def _parse_json(path: Path, raw: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as error:
         raise KBFileError(path, f"not UTF-8 text (byte {error.start})") from None
     except json.JSONDecodeError as error:
-        raise KBFileError(
-            path, f"not valid JSON at line {error.lineno} column {error.colno}: {error.msg}"
-        ) from None
+        raise KBFileError(path, f"not valid JSON at line {error.lineno} column {error.colno}: {error.msg}") from None
     if not isinstance(data, dict):
         raise KBFileError(path, f"expected a JSON object at the top level, found {type(data).__name__}")
     return data

@@ -86,9 +86,7 @@ class SignatureIndex:
         n_results = min(n_results, collection.count())
         if n_results == 0:
             return []
-        result = collection.query(
-            query_embeddings=[list(signature)], n_results=n_results, include=["distances"]
-        )
+        result = collection.query(query_embeddings=[list(signature)], n_results=n_results, include=["distances"])
         return list(zip(result["ids"][0], result["distances"][0], strict=True))
 
     def _update(self, document: KBDocument, document_hash: str) -> None:
@@ -125,9 +123,7 @@ class SignatureIndex:
             collection.upsert(
                 ids=[state.id for state in chunk],
                 embeddings=[state.signature for state in chunk],
-                metadatas=[
-                    {"arches": ",".join(state.arches), "fingerprint": _fingerprint(state)} for state in chunk
-                ],
+                metadatas=[{"arches": ",".join(state.arches), "fingerprint": _fingerprint(state)} for state in chunk],
             )
 
     def _open(self) -> Any:

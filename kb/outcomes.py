@@ -77,12 +77,15 @@ def apply_outcome(document: KBDocument, event: OutcomeEvent, when: datetime) -> 
 def _optimization_for(document: KBDocument, event: OutcomeEvent) -> Optimization:
     state = document.resolve_state(event.state_id)
     if state is None:
-        raise KBLookupError(f"outcome {event.event_id.step_key} of run {event.event_id.run_id}: "
-                            f"no state {event.state_id!r} in the KB")
+        raise KBLookupError(
+            f"outcome {event.event_id.step_key} of run {event.event_id.run_id}: no state {event.state_id!r} in the KB"
+        )
     optimization = state.optimization(event.technique)
     if optimization is None:
-        raise KBLookupError(f"outcome {event.event_id.step_key} of run {event.event_id.run_id}: "
-                            f"state {state.id} has no technique {event.technique!r}")
+        raise KBLookupError(
+            f"outcome {event.event_id.step_key} of run {event.event_id.run_id}: "
+            f"state {state.id} has no technique {event.technique!r}"
+        )
     return optimization
 
 

@@ -1,9 +1,10 @@
 """Choose which optimizations to try in a state: weighted sampling of k distinct ones, not an argmax.
 
-Each optimization gets an expected gain in log-speedup: its prior shrunk toward the measured geometric
-mean as evidence grows, scaled by how often attempts survive compile and verification, minus the cost of a
-wasted attempt, plus an exploration bonus that fades with attempts. k are drawn without replacement with
-probability proportional to exp(score / temperature) (Gumbel top-k), reproducibly under a seed.
+Each optimization gets an expected gain in log-speedup: its prior blended with the measured geometric mean
+(shrinking toward the prior while evidence is thin), scaled by how often attempts survive compile and
+verification, minus the cost of a wasted attempt, plus an exploration bonus that fades with attempts.
+k are drawn without replacement with probability proportional to exp(score / temperature) (Gumbel
+top-k), reproducibly under a seed.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ class SelectionPolicy:
 
     temperature: float = 0.1
     exploration: float = 0.08
-    # Beta pseudo-counts: before any attempt, a technique is taken to survive compile+verify 3 times in 4.
-    survive_pseudo: float = 3.0
-    fail_pseudo: float = 1.0
-    # A failed attempt costs an LLM call and a compile: a small loss, so techniques that keep failing sink.
-    failure_cost: float = 0.05
+    # Beta pseudo-counts: before any attempt, a technique is taken to survive compile+verify 3 times in 4,
+    # held weakly, so a few straight failures already say a lot.
+    survive_pseudo: float = 1.5
+    fail_pseudo: float = 0.5
+    # A failed attempt wastes a rollout step that another technique could have used: more than a typical gain.
+    failure_cost: float = 0.3
 
     def __post_init__(self) -> None:
         if self.temperature < 0 or self.exploration < 0:
@@ -40,7 +42,11 @@ DEFAULT_POLICY = SelectionPolicy()
 
 
 class SelectedOptimization(BaseModel):
-    """An optimization chosen for a state, with what the KB predicts and knows about it."""
+    """An optimization chosen for a state, with what the KB predicts and knows about it.
+
+    `expected_speedup` is the predicted speedup of a step that compiles and verifies; `survival_rate` the
+    estimated chance that it does; `score` (log units) combines both with the exploration bonus.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -59,7 +65,7 @@ class SelectedOptimization(BaseModel):
 @dataclass(frozen=True)
 class _Scored:
     optimization: Optimization
-    expected_log_gain: float
+    log_gain_if_valid: float
     survival_rate: float
     score: float
 
@@ -78,9 +84,7 @@ def select_optimizations(
     """Up to k distinct, non-deprecated optimizations of `state`, best-weighted first in draw order."""
     if k < 0:
         raise ValueError(f"k must not be negative, got {k}")
-    candidates = [
-        opt for opt in state.optimizations if opt.deprecated is None and opt.technique not in exclude
-    ]
+    candidates = [opt for opt in state.optimizations if opt.deprecated is None and opt.technique not in exclude]
     followers = {t.after: t.stats for t in transitions if t.before == previous_technique}
     scored = [_score(opt, followers.get(opt.technique), policy) for opt in candidates]
     if not scored:
@@ -96,12 +100,10 @@ def _score(optimization: Optimization, after_previous: OutcomeStats | None, poli
     if after_previous is not None:
         # Evidence for this technique right after the previous one refines the state-level estimate.
         log_gain = _blend(log_gain, after_previous)
-    survival = (stats.measured + policy.survive_pseudo) / (
-        stats.attempts + policy.survive_pseudo + policy.fail_pseudo
-    )
+    survival = (stats.measured + policy.survive_pseudo) / (stats.attempts + policy.survive_pseudo + policy.fail_pseudo)
     expected = survival * log_gain - (1.0 - survival) * policy.failure_cost
     bonus = policy.exploration / math.sqrt(1.0 + stats.attempts)
-    return _Scored(optimization, expected, survival, expected + bonus)
+    return _Scored(optimization, log_gain, survival, expected + bonus)
 
 
 def _blend(prior_log_gain: float, stats: OutcomeStats) -> float:
@@ -144,7 +146,7 @@ def _selected(item: _Scored, first_pick: float, techniques: Mapping[str, Techniq
         category=technique.category,
         description=technique.description,
         prior_speedup=optimization.prior_speedup,
-        expected_speedup=round(math.exp(item.expected_log_gain), 4),
+        expected_speedup=round(math.exp(item.log_gain_if_valid), 4),
         survival_rate=round(item.survival_rate, 4),
         score=round(item.score, 4),
         first_pick_probability=round(first_pick, 4),

@@ -73,7 +73,8 @@ def format_state(document: KBDocument, state: PerformanceState) -> str:
     for opt in sorted(state.optimizations, key=lambda o: -o.prior_speedup):
         category = document.techniques[opt.technique].category
         flag = f" (deprecated: {opt.deprecated})" if opt.deprecated else ""
-        lines.append(f"    {opt.technique} ({category}) prior {opt.prior_speedup:.2f}x; "
-                     f"{describe_evidence(opt.stats)}{flag}")
+        lines.append(
+            f"    {opt.technique} ({category}) prior {opt.prior_speedup:.2f}x; {describe_evidence(opt.stats)}{flag}"
+        )
         lines += [f"      lesson: {lesson}" for lesson in opt.lessons]
     return "\n".join(lines)

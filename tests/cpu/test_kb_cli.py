@@ -1,0 +1,142 @@
+"""`kernelblaster kb stats|show|export|import|reindex|diff` on the seed KB and on a corrupted copy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graph.cli import main
+from kb.outcomes import EventId, OutcomeEvent
+from kb.paths import backup_path_for
+from kb.store import KnowledgeBase
+
+
+@pytest.fixture
+def kb_path(tmp_path: Path) -> Path:
+    return tmp_path / "kb.json"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_stats_json_reports_counts_size_and_arches(capsys: pytest.CaptureFixture[str], kb_path: Path) -> None:
+    status, out, _ = run(capsys, "kb", "stats", "--kb", str(kb_path), "--json")
+    stats = json.loads(out)
+    assert status == 0
+    assert stats["states"] >= 5
+    assert stats["optimizations"] >= 30
+    assert stats["bytes"] == kb_path.stat().st_size
+    assert stats["arches"] == []
+
+
+def test_kb_location_comes_from_the_environment_variable(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb_path: Path
+) -> None:
+    monkeypatch.setenv("KERNELBLASTER_KB", str(kb_path))
+    run(capsys, "kb", "stats")
+    assert kb_path.exists()
+
+
+def test_show_lists_every_state(capsys: pytest.CaptureFixture[str], kb_path: Path) -> None:
+    _, out, _ = run(capsys, "kb", "show", "--kb", str(kb_path))
+    for state_id in KnowledgeBase.load(kb_path).document.states:
+        assert state_id in out
+
+
+def test_show_one_state_lists_its_optimizations(capsys: pytest.CaptureFixture[str], kb_path: Path) -> None:
+    _, out, _ = run(capsys, "kb", "show", "launch_overhead_dominated", "--kb", str(kb_path))
+    assert "kernel_fusion (fusion) prior 2.00x; untried" in out
+
+
+def test_show_unknown_state_fails_with_a_hint(capsys: pytest.CaptureFixture[str], kb_path: Path) -> None:
+    status, _, err = run(capsys, "kb", "show", "nowhere", "--kb", str(kb_path))
+    assert status == 2
+    assert "no state 'nowhere'" in err
+
+
+def test_export_then_import_round_trips_and_keeps_the_previous_kb(
+    capsys: pytest.CaptureFixture[str], kb_path: Path, tmp_path: Path
+) -> None:
+    exported = tmp_path / "exported.json"
+    run(capsys, "kb", "export", str(exported), "--kb", str(kb_path))
+    other = tmp_path / "other.json"
+    status, _, _ = run(capsys, "kb", "import", str(exported), "--kb", str(other))
+    assert status == 0
+    assert KnowledgeBase.load(other).document == KnowledgeBase.load(kb_path).document
+    assert backup_path_for(other, "pre-import").exists()
+
+
+def test_reindex_reports_the_states_indexed(capsys: pytest.CaptureFixture[str], kb_path: Path) -> None:
+    _, out, _ = run(capsys, "kb", "reindex", "--kb", str(kb_path), "--json")
+    assert json.loads(out)["indexed"] == len(KnowledgeBase.load(kb_path).document.states)
+
+
+def test_diff_shows_what_an_outcome_changed(capsys: pytest.CaptureFixture[str], kb_path: Path) -> None:
+    kb = KnowledgeBase.load(kb_path)
+    snapshot = kb.write_snapshot("run-1", 0)
+    kb.record_outcome(
+        OutcomeEvent(
+            event_id=EventId(run_id="run-1", iteration=0, trajectory=0, step=0),
+            state_id="compute_bound_fp32",
+            technique="register_tiling",
+            status="measured",
+            speedup=1.25,
+        )
+    )
+    _, out, _ = run(capsys, "kb", "diff", str(snapshot), "--kb", str(kb_path))
+    assert out.strip() == "~ compute_bound_fp32/register_tiling: attempts 0 -> 1; geomean - -> 1.25x"
+
+
+def test_diff_of_identical_kbs_says_so(capsys: pytest.CaptureFixture[str], kb_path: Path) -> None:
+    KnowledgeBase.load(kb_path)
+    _, out, _ = run(capsys, "kb", "diff", str(kb_path), str(kb_path))
+    assert out.strip() == "no differences"
+
+
+def test_corrupted_kb_fails_with_one_line_naming_file_and_place_and_stays_untouched(
+    capsys: pytest.CaptureFixture[str], kb_path: Path
+) -> None:
+    KnowledgeBase.load(kb_path)
+    corrupted = kb_path.read_text().replace('"prior_speedup": 2.0', '"prior_speedup": "fast"', 1)
+    kb_path.write_text(corrupted)
+    for command in ("stats", "show", "reindex"):
+        status, _, err = run(capsys, "kb", command, "--kb", str(kb_path))
+        assert status == 2
+        assert err.count("\n") == 1
+        assert str(kb_path) in err
+        assert "states.compute_bound_fp32.optimizations[0].prior_speedup" in err
+    assert kb_path.read_text() == corrupted
+
+
+def test_import_of_an_invalid_file_changes_nothing(
+    capsys: pytest.CaptureFixture[str], kb_path: Path, tmp_path: Path
+) -> None:
+    KnowledgeBase.load(kb_path)
+    before = kb_path.read_bytes()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    status, _, err = run(capsys, "kb", "import", str(bad), "--kb", str(kb_path))
+    assert status == 2
+    assert "bad.json: not valid JSON at line 1 column 2" in err
+    assert kb_path.read_bytes() == before
+
+
+def test_command_line_entry_point_exits_non_zero_on_a_broken_kb(kb_path: Path) -> None:
+    kb_path.write_text('{"schema_version": 1')
+    result = subprocess.run(
+        [sys.executable, "-m", "graph", "kb", "stats", "--kb", str(kb_path)],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"PYTHONWARNINGS": "ignore"},
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"kernelblaster: KB file {kb_path}: not valid JSON")
