@@ -23,7 +23,7 @@ static_assert(KB_OUT_OUT_NUMEL == KB_IN_X_NUMEL, "output has the input's shape")
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kVecsPerThread = (kPlane / 4 + kThreads - 1) / kThreads;
+constexpr int kVecsPerThread = ((kPlane + 3) / 4 + kThreads - 1) / kThreads;  // float4 slots per thread
 constexpr int kPerThread = 4 * kVecsPerThread;
 static_assert(kPerThread * kThreads >= kPlane, "every plane element has a register slot");
 static_assert(kPerThread <= 64, "plane too large to keep in registers");

@@ -19,7 +19,7 @@ constexpr int kCols = static_cast<int>(KB_IN_X_DIM1);
 static_assert(KB_IN_X_DIM1 < (int64_t{1} << 30), "column index fits in int");
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kVecsPerThread = (kCols / 4 + kThreads - 1) / kThreads;  // float4 slots per thread
+constexpr int kVecsPerThread = ((kCols + 3) / 4 + kThreads - 1) / kThreads;  // float4 slots per thread
 constexpr int kPerThread = 4 * kVecsPerThread;                          // values per thread, either path
 static_assert(kPerThread * kThreads >= kCols, "every column has a register slot");
 static_assert(kPerThread <= 64, "row too long to keep in registers; use a streaming (online) softmax");
