@@ -362,7 +362,8 @@ def _load_cached(cache_dir: Path, key: str, output: Path) -> CompileResult | Non
         return None
     _write_atomically(output, cached_object.read_bytes())
     result = CompileResult.model_validate_json(cached_result.read_text())
-    return result.model_copy(update={"cached": True, "duration_s": 0.0, "output": output})
+    command = [*result.command[:-1], str(output)]
+    return result.model_copy(update={"cached": True, "duration_s": 0.0, "output": output, "command": command})
 
 
 def _store_cached(cache_dir: Path, key: str, result: CompileResult) -> None:

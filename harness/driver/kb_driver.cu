@@ -242,11 +242,11 @@ static std::string handle_setup(Session& s, const Value& req) {
 // Calling the candidate
 // ---------------------------------------------------------------------------------------------------
 
-// The descriptors are copied per call so a candidate that edits them cannot affect later calls.
-static int call_candidate(const Session& s, size_t set) {
-  TensorSet args = s.sets[set];
+// `args` is a per-call copy of the set's descriptors, so a candidate that edits them cannot affect later
+// calls; callers make it before any timed region.
+static int call_candidate(TensorSet args, cudaStream_t stream, size_t set) {
   try {
-    return kb_forward(args.inputs.data(), args.params.data(), args.outputs.data(), s.stream);
+    return kb_forward(args.inputs.data(), args.params.data(), args.outputs.data(), stream);
   } catch (const std::exception& e) {
     throw CandidateFailed("kb_forward threw " + std::string(e.what()) + " (set " + std::to_string(set) + ")", -1);
   } catch (...) {
@@ -264,7 +264,7 @@ static void check_after_call(cudaError_t sync_result, int rc, size_t set) {
 }
 
 static void call_and_settle(const Session& s, size_t set) {
-  int rc = call_candidate(s, set);
+  int rc = call_candidate(s.sets[set], s.stream, set);
   cudaError_t err = cudaStreamSynchronize(s.stream);
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
   check_after_call(err, rc, set);
@@ -326,7 +326,8 @@ static std::string handle_time(Session& s, const Value& req) {
   int64_t warmup = int_field(req, "warmup", 10, 0);
   int64_t iters = int_field(req, "iters", 100, 1);
   const Value* flush_field = req.find("flush");
-  bool flush = flush_field == nullptr || (flush_field->kind == Value::Bool && flush_field->boolean);
+  if (flush_field != nullptr && flush_field->kind != Value::Bool) throw RequestError("field 'flush' must be a boolean");
+  bool flush = flush_field == nullptr || flush_field->boolean;
   std::vector<size_t> rotation;
   for (const Value& v : field(req, "sets", Value::Array, "an array").items) rotation.push_back(set_index(s, v));
   if (rotation.empty()) throw RequestError("field 'sets' must name at least one set");
@@ -338,10 +339,11 @@ static std::string handle_time(Session& s, const Value& req) {
     size_t set = rotation[k % rotation.size()];
     if (flush && s.flush_buffer != nullptr)
       check(cudaMemsetAsync(s.flush_buffer, static_cast<int>(k & 0xff), s.flush_bytes, s.stream), "flushing L2");
+    TensorSet args = s.sets[set];
     check(cudaDeviceSynchronize(), "before kb_forward, set " + std::to_string(set));
     Clock::time_point t0 = Clock::now();
     check(cudaEventRecord(s.start, s.stream), "recording the start event");
-    int rc = call_candidate(s, set);
+    int rc = call_candidate(std::move(args), s.stream, set);
     cudaError_t err = cudaEventRecord(s.stop, s.stream);
     if (err == cudaSuccess) err = cudaDeviceSynchronize();
     Clock::time_point t1 = Clock::now();
@@ -392,6 +394,7 @@ static void send(const std::string& reply) {
   std::fflush(g_protocol);
 }
 
+// `rc` is kb_forward's return value (-1 when it threw); `fatal` tells the harness the driver exits next.
 static std::string error_reply(const std::string& message, bool fatal, const int* rc) {
   std::string out = "{\"ok\":false,\"error\":" + kbjson::quote(message);
   if (fatal) out += ",\"fatal\":true";
