@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 KB_MAX_DIMS = 8  # KBTensor's shape/strides capacity (harness/driver/kb_abi.h)
 STDERR_TAIL_BYTES = 64 * 1024
 EXIT_TIMEOUT_S = 10.0
+WRAPPED_EXIT_TIMEOUT_S = 300.0  # a wrapper such as ncu writes its report after the driver exits
 FATAL_EXIT_WAIT_S = 5.0
 
 
@@ -166,9 +167,15 @@ class DriverSession:
         wrapper: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        exit_timeout_s: float | None = None,
     ) -> None:
-        """`wrapper` prefixes the command (e.g. ncu's argv); `env` is added to the current environment."""
+        """`wrapper` prefixes the command (e.g. ncu's argv); `env` is added to the current environment.
+
+        `exit_timeout_s` bounds the wait for a clean exit on close (default 10 s, 300 s under a wrapper).
+        """
         self.argv = [*wrapper, str(executable)]
+        default_exit_timeout_s = WRAPPED_EXIT_TIMEOUT_S if wrapper else EXIT_TIMEOUT_S
+        self._exit_timeout_s = exit_timeout_s if exit_timeout_s is not None else default_exit_timeout_s
         self._env = {**os.environ, **(env or {})}
         self._cwd = cwd
         self._process: subprocess.Popen[bytes] | None = None
@@ -221,8 +228,8 @@ class DriverSession:
             return
         if process.poll() is None:
             try:
-                self._request(ExitRequest(), DriverReply, EXIT_TIMEOUT_S)
-                process.wait(timeout=EXIT_TIMEOUT_S)
+                self._request(ExitRequest(), DriverReply, self._exit_timeout_s)
+                process.wait(timeout=self._exit_timeout_s)
             except (DriverError, subprocess.TimeoutExpired):
                 self._kill()
         self._finish()
