@@ -93,6 +93,7 @@ def describe_evidence(stats: OutcomeStats) -> str:
     parts = [f"{stats.attempts} attempts", f"{stats.measured} measured"]
     if stats.geomean_speedup is not None:
         parts.append(f"geomean {stats.geomean_speedup:.2f}x, best {stats.best_speedup:.2f}x")
+        parts.append(f"confidence {stats.confidence:.2f}")
     if stats.failures:
         parts.append(
             f"failed {stats.compile_failures} compile / {stats.verify_failures} verify / {stats.crashes} crash"

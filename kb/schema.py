@@ -17,11 +17,10 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    computed_field,
     model_validator,
 )
 
-from kb.signature_fields import check_signature
+from kb.signature_fields import SIGNATURE_LENGTH, SIGNATURE_MAX, SIGNATURE_MIN, require_direction
 
 SCHEMA_VERSION = 1
 
@@ -40,12 +39,14 @@ Lesson = Annotated[str, StringConstraints(strip_whitespace=True, min_length=10, 
 PriorSpeedup = Annotated[float, Field(ge=MIN_SPEEDUP, le=MAX_PRIOR_SPEEDUP)]
 
 
-def _rounded_signature(values: list[float]) -> list[float]:
-    # Four decimals are far below profiler noise and keep a 10,000-state file small.
-    return [round(value, 4) for value in check_signature(values)]
-
-
-Signature = Annotated[list[float], AfterValidator(_rounded_signature)]
+# Length and bounds are checked by pydantic's compiled validators: a 10,000-state KB loads in well under a
+# second only if no Python runs per signature value.
+SignatureValue = Annotated[float, Field(ge=SIGNATURE_MIN, le=SIGNATURE_MAX, allow_inf_nan=False)]
+Signature = Annotated[
+    list[SignatureValue],
+    Field(min_length=SIGNATURE_LENGTH, max_length=SIGNATURE_LENGTH),
+    AfterValidator(require_direction),
+]
 
 
 class KBModel(BaseModel):
@@ -84,7 +85,10 @@ class Technique(KBModel):
 
 
 class OutcomeStats(KBModel):
-    """What attempts at one technique (or one transition) have shown so far."""
+    """What attempts at one technique (or one transition) have shown so far (immutable: each outcome
+    makes a new one, so one `NO_OUTCOMES` instance can be shared by every untried entry)."""
+
+    model_config = KBModel.model_config | {"frozen": True}
 
     attempts: int = Field(default=0, ge=0)
     compile_failures: int = Field(default=0, ge=0)
@@ -96,14 +100,6 @@ class OutcomeStats(KBModel):
     geomean_speedup: float | None = Field(default=None, gt=0)
     best_speedup: float | None = Field(default=None, gt=0)
     updated_at: datetime | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _drop_derived_fields(cls, data: Any) -> Any:
-        # `confidence` is written for readers of the JSON but always recomputed from the counts.
-        if isinstance(data, dict) and "confidence" in data:
-            return {key: value for key, value in data.items() if key != "confidence"}
-        return data
 
     @model_validator(mode="after")
     def _counts_add_up(self) -> OutcomeStats:
@@ -120,7 +116,6 @@ class OutcomeStats(KBModel):
     def failures(self) -> int:
         return self.compile_failures + self.verify_failures + self.crashes
 
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def confidence(self) -> float:
         """The weight measured evidence gets against the prior, from 0 (none) towards 1."""
@@ -157,6 +152,8 @@ class OutcomeStats(KBModel):
         )
 
 
+NO_OUTCOMES = OutcomeStats()
+
 _FAILURE_COUNTERS = {
     OutcomeStatus.COMPILE_FAILED: "compile_failures",
     OutcomeStatus.VERIFY_FAILED: "verify_failures",
@@ -187,7 +184,7 @@ class Optimization(KBModel):
 
     technique: Slug
     prior_speedup: PriorSpeedup
-    stats: OutcomeStats = OutcomeStats()
+    stats: OutcomeStats = NO_OUTCOMES
     lessons: list[Lesson] = Field(default_factory=list, max_length=MAX_LESSONS)
     deprecated: ShortText | None = None
 
@@ -222,7 +219,7 @@ class Transition(KBModel):
 
     before: Slug
     after: Slug
-    stats: OutcomeStats = OutcomeStats()
+    stats: OutcomeStats = NO_OUTCOMES
 
 
 class KBDocument(KBModel):

@@ -50,6 +50,11 @@ def check_signature(values: Sequence[float]) -> list[float]:
     for name, value in zip(SIGNATURE_FIELDS, values, strict=True):
         if not math.isfinite(value) or not SIGNATURE_MIN <= value <= SIGNATURE_MAX:
             raise ValueError(f"signature field {name} is {value}, outside [{SIGNATURE_MIN}, {SIGNATURE_MAX}]")
+    return require_direction([float(value) for value in values])
+
+
+def require_direction(values: list[float]) -> list[float]:
+    """`values`, unless all are zero: such a vector has no direction, so no cosine distance to anything."""
     if not any(values):
         raise ValueError("a signature of all zeros has no direction to compare by cosine distance")
-    return [float(value) for value in values]
+    return values

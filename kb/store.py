@@ -103,7 +103,8 @@ class KnowledgeBase:
 
     def record_outcomes(self, events: Sequence[OutcomeEvent]) -> list[bool]:
         """Learn from several outcomes in one write; for each, whether it was new."""
-        now = datetime.now(UTC)
+        # Whole seconds: finer times only lengthen the file.
+        now = datetime.now(UTC).replace(microsecond=0)
         return self._change(lambda document: [apply_outcome(document, event, now) for event in events])
 
     def apply_edits(self, edits: Sequence[KBEdit | Mapping[str, Any]]) -> list[EditResult]:

@@ -87,11 +87,11 @@ def test_stats_whose_counts_do_not_add_up_are_invalid() -> None:
         OutcomeStats(attempts=3, measured=1, geomean_speedup=1.2)
 
 
-def test_stats_confidence_is_derived_and_ignored_on_input() -> None:
-    stats = OutcomeStats.model_validate(
-        {"attempts": 1, "measured": 1, "wins": 1, "geomean_speedup": 1.5, "confidence": 0.99}
-    )
-    assert stats.confidence == pytest.approx(0.25)
+def test_stats_confidence_grows_with_measurements_toward_one() -> None:
+    one = OutcomeStats(attempts=1, measured=1, wins=1, geomean_speedup=1.5)
+    many = OutcomeStats(attempts=30, measured=30, wins=30, geomean_speedup=1.5)
+    assert OutcomeStats().confidence == 0.0
+    assert 0.0 < one.confidence < many.confidence < 1.0
 
 
 def test_measured_outcomes_accumulate_a_geometric_mean() -> None:
