@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from pydantic import ValidationError
 
-from harness.precision import PrecisionPolicy, baseline_precision
+from harness.precision import PrecisionPolicy, torch_precision
 from harness.problem import Problem, instantiate
 from harness.result import BaselineTiming
 from harness.timing import time_torch_calls
@@ -38,7 +38,7 @@ def measure_baseline(problem: Problem, device: int, policy: PrecisionPolicy, rot
     # One model, several input sets: torch.compile guards on the module, so one compiled model serves all sets.
     model_instance = instantiate(problem, 0, f"cuda:{device}")
     arg_sets = [instantiate(problem, seed, f"cuda:{device}").args for seed in range(rotating_sets)]
-    with baseline_precision(policy):
+    with torch_precision(policy):
         eager = time_torch_calls([functools.partial(model_instance.model, *args) for args in arg_sets], device)
         compiled, error = None, None
         if with_compile:

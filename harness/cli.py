@@ -98,9 +98,10 @@ def run_baseline(args: argparse.Namespace) -> int:
 
 def run_header(args: argparse.Namespace) -> int:
     from harness.header import generate_header
-    from harness.problem import instantiate, load_problem
-    from harness.spec import derive_spec
+    from harness.problem import load_problem
+    from harness.spec import spec_for_problem
 
     problem = load_problem(args.problem)
-    print(generate_header(derive_spec(instantiate(problem, 0, "cpu"))), end="")
+    # The spec `eval` compiles against: derived on the meta device, so no input is ever materialised.
+    print(generate_header(spec_for_problem(problem, gpu=None)), end="")
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from harness.precision import PrecisionPolicy
 from harness.problem import Problem, instantiate, load_problem
 from harness.profile import ProfileOutcome
 from harness.profile_run import profile_candidate, profile_pytorch
+from harness.references import ReferenceCache
 from harness.result import (
     BaselineTiming,
     CandidateTiming,
@@ -51,6 +53,7 @@ T = TypeVar("T")
 DEFAULT_ARCH = "sm_90"
 MAX_ROTATING_SETS = 4
 ROTATION_MEMORY_SHARE = 0.25
+REFERENCE_MEMORY_SHARE = 0.25
 BASELINE_PROFILE_TIMEOUT_S = 600.0
 
 
@@ -112,16 +115,20 @@ class CandidateEvaluator:
         self.arch = options.arch or detect_arch(options.gpu)
 
     def evaluate(self, source: str, label: str) -> EvalResult:
+        """Build, verify and measure in one go; verification and timing share one driver process."""
+        warming = self._warm_references_in_background()
         built = self.build(source, label)
+        if warming:
+            warming.join()
         if not built.ok:
             return built.result
-        verified = self.verify(built)
-        return self.measure(built, verified, self.options.profile) if verified.verdict == "ok" else verified
+        return self._in_driver(built, verified=None, measure=True, profile=self.options.profile)
 
     def build(self, source: str, label: str) -> BuildStage:
         started = time.perf_counter()
-        build = build_candidate(source, self.header, self.options.cache_dir / "builds", arch=self.arch,
-                                allow=self.options.allow, cache_dir=self.options.cache_dir / "objects")
+        key = hashlib.sha256((source + self.header + self.arch + ",".join(sorted(self.options.allow))).encode())
+        build = build_candidate(source, self.header, self.options.cache_dir / "builds" / key.hexdigest()[:20],
+                                arch=self.arch, allow=self.options.allow, cache_dir=self.objects_dir)
         stage = BuildStage(label, source, build, None)
         seconds = {"build": wall_seconds(started)}
         if build.stage == "static_violation":
@@ -135,44 +142,13 @@ class CandidateEvaluator:
 
     def verify(self, built: BuildStage) -> EvalResult:
         """Run every correctness check; verdict ok, incorrect, crash, timeout or no_gpu."""
-        checks = self._build_checks(built.build)
-        if self.gpu is None:
-            return self._result(built, "no_gpu", "compiled; no CUDA GPU is visible, so it was not run "
-                                "(needs an NVIDIA GPU)", {}, checks=checks)
-        started = time.perf_counter()
-        verification = Verification(checks=checks)
-        with SharedMemoryPool(self.gpu) as pool:
-            shared = pool.allocate_set(self.spec)
-            context = VerificationContext(self.problem, self.gpu, self.options.precision,
-                                          list(range(self.options.seeds)), self.options.timeout_s)
-            verdict, summary, _ = self._run_in_driver(
-                built, [shared], lambda session: verify_candidate(session, shared, context, verification),
-                verification.checks)
-        seconds = {"verify": wall_seconds(started)}
-        if verdict == "ok" and not verification.passed:
-            failed = next(c for c in verification.checks if not c.passed)
-            verdict, summary = "incorrect", f"failed check '{failed.name}': {failed.detail}"
-        return self._result(built, verdict, summary or "passed every correctness check", seconds,
-                            checks=verification.checks, weakly_checked=verification.weakly_checked)
+        return self._in_driver(built, verified=None, measure=False, profile=False)
 
     def measure(self, built: BuildStage, verified: EvalResult, profile: bool) -> EvalResult:
         """Time a verified candidate; add the stream-escape and roofline checks, speedups and the profile."""
-        if self.gpu is None or verified.verdict != "ok":
+        if verified.verdict != "ok":
             return verified
-        started = time.perf_counter()
-        checks = list(verified.checks)
-        with SharedMemoryPool(self.gpu) as pool:
-            sets = [pool.allocate_set(self.spec) for _ in range(self._rotating_sets())]
-            _fill_with_seeds(self.problem, sets, self.gpu)
-            verdict, summary, timing = self._run_in_driver(
-                built, sets, lambda session: time_candidate(session, list(range(len(sets))), self.options.timeout_s),
-                checks)
-            seconds = verified.seconds | {"time": wall_seconds(started)}
-            if timing is None:
-                return verified.model_copy(update={"verdict": verdict, "summary": summary, "checks": checks,
-                                                   "seconds": seconds})
-            profile_outcome = self._profile(built, sets) if profile else None
-        return self._scored(verified, timing, checks, seconds, profile_outcome)
+        return self._in_driver(built, verified=verified, measure=True, profile=profile)
 
     def baseline(self) -> BaselineTiming:
         """Eager and torch.compile timings of the problem, measured once and cached on disk."""
@@ -200,6 +176,44 @@ class CandidateEvaluator:
             raise UserFacingError("no CUDA GPU is visible; this step needs an NVIDIA GPU")
         return self.gpu
 
+    def _in_driver(self, built: BuildStage, verified: EvalResult | None, measure: bool,
+                   profile: bool) -> EvalResult:
+        """Verify (unless `verified` is given) and then, if asked, time, in one driver process."""
+        if self.gpu is None:
+            return self._result(built, "no_gpu", "compiled; no CUDA GPU is visible, so it was not run "
+                                "(needs an NVIDIA GPU)", {}, checks=self._build_checks(built.build))
+        verification = Verification(checks=list(verified.checks) if verified else self._build_checks(built.build),
+                                    weakly_checked=verified.weakly_checked if verified else False)
+        seconds = dict(verified.seconds) if verified else {}
+        with SharedMemoryPool(self.gpu) as pool:
+            sets = [pool.allocate_set(self.spec) for _ in range(self._rotating_sets() if measure else 1)]
+
+            def stages(session: DriverSession) -> CandidateTiming | None:
+                if verified is None:
+                    started = time.perf_counter()
+                    context = VerificationContext(self.references, self.options.precision, self.options.timeout_s)
+                    verify_candidate(session, sets[0], context, verification)
+                    seconds["verify"] = wall_seconds(started)
+                if not (measure and verification.passed):
+                    return None
+                started = time.perf_counter()
+                _fill_with_seeds(self.references, sets)
+                timing = time_candidate(session, list(range(len(sets))), self.options.timeout_s)
+                seconds["time"] = wall_seconds(started)
+                return timing
+
+            verdict, summary, timing = self._run_in_driver(built, sets, stages, verification.checks)
+            profile_outcome = self._profile(built, sets) if timing and profile else None
+        fields = {"checks": verification.checks, "weakly_checked": verification.weakly_checked}
+        if verdict != "ok":
+            return self._result(built, verdict, summary, seconds, **fields)
+        if not verification.passed:
+            failed = next(c for c in verification.checks if not c.passed)
+            return self._result(built, "incorrect", f"failed check '{failed.name}': {failed.detail}", seconds,
+                                **fields)
+        passed = self._result(built, "ok", "passed every correctness check", seconds, **fields)
+        return self._scored(passed, timing, verification.checks, profile_outcome) if timing else passed
+
     def _run_in_driver(self, built: BuildStage, sets: list[SharedSet], work: Callable[[DriverSession], T],
                        checks: list[CheckResult]) -> tuple[Verdict, str, T | None]:
         """Run `work(session)` in a fresh driver process; a hang or crash becomes a failed `runs` check."""
@@ -212,11 +226,28 @@ class CandidateEvaluator:
             checks.append(CheckResult(name="runs", passed=False, detail=str(error)))
             return ("timeout" if isinstance(error, DriverTimeout) else "crash"), str(error), None
 
+    def _warm_references_in_background(self) -> threading.Thread | None:
+        if self.gpu is None:
+            return None
+        thread = threading.Thread(target=self.references.warm, name="warm-references", daemon=True)
+        thread.start()
+        return thread
+
+    @property
+    def objects_dir(self) -> Path:
+        return self.options.cache_dir / "objects"
+
+    @cached_property
+    def references(self) -> ReferenceCache:
+        free, _ = torch.cuda.mem_get_info(self._require_gpu())
+        return ReferenceCache(self.problem, self._require_gpu(), list(range(self.options.seeds)),
+                              budget_bytes=int(free * REFERENCE_MEMORY_SHARE))
+
     def _scored(self, verified: EvalResult, timing: CandidateTiming, checks: list[CheckResult],
-                seconds: dict[str, float], profile: ProfileOutcome | None) -> EvalResult:
+                profile: ProfileOutcome | None) -> EvalResult:
         escape = stream_escape_check(timing)
         checks.append(escape)
-        update: dict[str, object] = {"timing": timing, "checks": checks, "seconds": seconds, "profile": profile}
+        update: dict[str, object] = {"timing": timing, "checks": checks, "profile": profile}
         if not escape.passed:
             return verified.model_copy(update=update | {"verdict": "incorrect",
                                                         "summary": f"failed check 'stream_escape': {escape.detail}"})
@@ -235,6 +266,11 @@ class CandidateEvaluator:
     def _profile(self, built: BuildStage, sets: list[SharedSet]) -> ProfileOutcome:
         return profile_candidate(built.executable, [s.ipc() for s in sets], self._require_gpu(),
                                  built.executable.parent, self.options.timeout_s)
+
+    def _build_dir(self, source: str) -> Path:
+        """One work directory per build input, so building another candidate never replaces this one's files."""
+        key = "\0".join([self.arch, ",".join(sorted(self.options.allow)), self.header, source])
+        return self.options.cache_dir / "builds" / hashlib.sha256(key.encode()).hexdigest()[:16]
 
     def _rotating_sets(self) -> int:
         free, _ = torch.cuda.mem_get_info(self.gpu)
@@ -285,8 +321,9 @@ def _ok_summary(time_ms: float, speedup: Speedup | None) -> str:
     return text
 
 
-def _fill_with_seeds(problem: Problem, sets: list[SharedSet], gpu: int) -> None:
-    for seed, shared in enumerate(sets):
-        instance = instantiate(problem, seed, f"cuda:{gpu}")
-        shared.fill(instance.tensor_args, list(instance.initial_state.values()))
-    torch.cuda.synchronize(gpu)
+def _fill_with_seeds(references: ReferenceCache, sets: list[SharedSet]) -> None:
+    """Verification left special values in set 0; every set gets ordinary seeded values for timing."""
+    for index, shared in enumerate(sets):
+        case = references.seed_case(references.seeds[index % len(references.seeds)])
+        shared.fill(case.tensor_args, case.params)
+    torch.cuda.synchronize(references.gpu)

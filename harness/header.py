@@ -7,6 +7,7 @@ candidate (or the LLM writing it) never has to guess an index or a size.
 
 from __future__ import annotations
 
+import math
 import re
 
 from harness.dtypes import dtype_info
@@ -34,10 +35,11 @@ def generate_header(spec: ProblemSpec) -> str:
         f"static constexpr int KB_NUM_PARAMS = {len(spec.params)};",
         f"static constexpr int KB_NUM_OUTPUTS = {len(spec.outputs)};",
     ]
+    taken: set[str] = set()  # every name defined so far, derived ones (_DTYPE, _DIM0 ...) included
     for role, prefix in _ROLES:
-        for index, (tensor, identifier) in enumerate(_unique_identifiers(getattr(spec, role), prefix)):
+        for index, (tensor, identifier) in enumerate(_unique_identifiers(getattr(spec, role), prefix, taken)):
             lines += ["", *_tensor_constants(role, index, tensor, identifier)]
-    constants = list(_unique_constant_identifiers(spec.constants))
+    constants = list(_unique_constant_identifiers(spec.constants, taken))
     if constants:
         lines.append("")
     for constant, identifier in constants:
@@ -59,16 +61,23 @@ def _argument_listing(spec: ProblemSpec) -> list[str]:
     return lines
 
 
-def _unique_identifiers(tensors: list[TensorSpec], prefix: str) -> list[tuple[TensorSpec, str]]:
-    seen: set[str] = set()
+def _unique_identifiers(tensors: list[TensorSpec], prefix: str, taken: set[str]) -> list[tuple[TensorSpec, str]]:
+    """One identifier per tensor such that none of the names it defines (index, _DTYPE, _DIMk ...) is taken."""
     named = []
     for index, tensor in enumerate(tensors):
-        identifier = f"KB_{prefix}_{c_identifier(tensor.name)}"
-        if identifier in seen:
-            identifier = f"{identifier}_{index}"
-        seen.add(identifier)
+        base = identifier = f"KB_{prefix}_{c_identifier(tensor.name)}"
+        suffix = 0
+        while not taken.isdisjoint(_tensor_names(identifier, tensor)):
+            identifier = f"{base}_{index}" if suffix == 0 else f"{base}_{index}_{suffix}"
+            suffix += 1
+        taken.update(_tensor_names(identifier, tensor))
         named.append((tensor, identifier))
     return named
+
+
+def _tensor_names(identifier: str, tensor: TensorSpec) -> list[str]:
+    dims = [f"{identifier}_DIM{d}" for d in range(len(tensor.shape))]
+    return [identifier, f"{identifier}_DTYPE", f"{identifier}_NDIM", *dims, f"{identifier}_NUMEL"]
 
 
 def _tensor_constants(role: str, index: int, tensor: TensorSpec, identifier: str) -> list[str]:
@@ -84,15 +93,16 @@ def _tensor_constants(role: str, index: int, tensor: TensorSpec, identifier: str
     return lines
 
 
-def _unique_constant_identifiers(constants: list[ConstantSpec]) -> list[tuple[ConstantSpec, str]]:
-    seen: set[str] = set()
+def _unique_constant_identifiers(constants: list[ConstantSpec], taken: set[str]) -> list[tuple[ConstantSpec, str]]:
     named = []
-    for constant in constants:
+    for index, constant in enumerate(constants):
         prefix = "KB_ARG" if constant.kind == "forward" else "KB_INIT"
-        identifier = f"{prefix}_{c_identifier(constant.name)}"
-        if identifier in seen:
-            identifier = f"{identifier}_{len(seen)}"
-        seen.add(identifier)
+        base = identifier = f"{prefix}_{c_identifier(constant.name)}"
+        suffix = 0
+        while identifier in taken:
+            identifier = f"{base}_{index}" if suffix == 0 else f"{base}_{index}_{suffix}"
+            suffix += 1
+        taken.add(identifier)
         named.append((constant, identifier))
     return named
 
@@ -106,7 +116,16 @@ def _constant_definition(constant: ConstantSpec, identifier: str) -> str:
     if isinstance(value, int):
         return f"static constexpr int64_t {identifier} = {value};"
     if isinstance(value, float):
-        return f"static constexpr double {identifier} = {value!r};"
+        return f"static constexpr double {identifier} = {_c_double(value)};"
     element_type = "int64_t" if all(isinstance(v, int) for v in value) else "double"
-    items = ", ".join(repr(v) for v in value)
+    items = ", ".join(repr(v) if isinstance(v, int) else _c_double(v) for v in value)
     return f"static constexpr {element_type} {identifier}[{len(value)}] = {{{items}}};"
+
+
+def _c_double(value: float) -> str:
+    """A C++ constant expression for `value`; Python spells infinities and NaN `inf`/`nan`, which C++ lacks."""
+    if math.isnan(value):
+        return '__builtin_nan("")'
+    if math.isinf(value):
+        return "__builtin_huge_val()" if value > 0 else "(-__builtin_huge_val())"
+    return repr(value)

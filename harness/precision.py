@@ -27,10 +27,12 @@ class Tolerance(BaseModel):
 
 
 _EXACT = Tolerance(rtol=0.0, atol_scale=0.0, max_rel_l2=0.0, exact=True)
-# fp32 dot products of a few thousand terms land near 1e-6 relative L2; TF32 near 3e-4; so 1e-4 separates them.
+# fp32 dot products of a few thousand terms land near 1e-6 relative L2; TF32 near 3e-4 (8e-4 when the inputs are
+# truncated rather than rounded); so 1e-4 separates them. TF32 keeps fp16's 10 mantissa bits, and its largest
+# elementwise errors in a million-element GEMM reach about 5e-3 of the output's rms: its atol is fp16's.
 _FLOAT32 = {
     "strict": Tolerance(rtol=1e-3, atol_scale=1e-4, max_rel_l2=1e-4),
-    "tf32": Tolerance(rtol=1e-2, atol_scale=1e-3, max_rel_l2=2e-3),
+    "tf32": Tolerance(rtol=1e-2, atol_scale=1e-2, max_rel_l2=2e-3),
     "fp16": Tolerance(rtol=2e-2, atol_scale=1e-2, max_rel_l2=1e-2),
 }
 _HALF = {
@@ -50,7 +52,7 @@ def tolerance_for(dtype: torch.dtype, policy: PrecisionPolicy) -> Tolerance:
 
 
 @contextmanager
-def baseline_precision(policy: PrecisionPolicy):
+def torch_precision(policy: PrecisionPolicy):
     """Run PyTorch with exactly the freedom the candidate was given, then restore the global flags."""
     matmul_flag = torch.backends.cuda.matmul.allow_tf32
     cudnn_flag = torch.backends.cudnn.allow_tf32

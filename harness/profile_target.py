@@ -9,7 +9,7 @@ import argparse
 
 import torch
 
-from harness.precision import PRECISION_POLICIES, baseline_precision
+from harness.precision import PRECISION_POLICIES, torch_precision
 from harness.problem import instantiate, load_problem
 
 WARMUP_CALLS = 3
@@ -22,7 +22,7 @@ def main() -> None:
     parser.add_argument("--precision", choices=PRECISION_POLICIES, default="strict")
     args = parser.parse_args()
     instance = instantiate(load_problem(args.problem), 0, f"cuda:{args.gpu}")
-    with baseline_precision(args.precision), torch.no_grad():
+    with torch_precision(args.precision), torch.no_grad():
         for _ in range(WARMUP_CALLS):
             instance.model(*instance.args)
         torch.cuda.synchronize()

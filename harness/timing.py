@@ -18,9 +18,9 @@ from harness.result import CandidateTiming, CheckResult
 from harness.stats import TimingStats
 from tools.driver_process import DriverSession
 
-TARGET_TIMED_SECONDS = 1.0
+TARGET_TIMED_SECONDS = 0.3
 MIN_ITERATIONS = 30
-MAX_ITERATIONS = 2000
+MAX_ITERATIONS = 1000
 # Escaped work is flagged when the host clock exceeds the events by more than this share of the call,
 # and by more than a fixed floor that covers host-side jitter of a few microseconds.
 ESCAPE_SHARE = 0.2

@@ -7,7 +7,7 @@ inputs, params and outputs, and outputs are poisoned before every call so unwrit
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -15,20 +15,15 @@ import torch
 from harness.buffers import SharedSet
 from harness.compare import POISON_BYTE, as_bytes, compare_output, is_weak_reference, unwritten_elements
 from harness.precision import PrecisionPolicy, tolerance_for
-from harness.problem import Problem, ProblemInstance, instantiate
+from harness.references import SPECIAL_CASES, ReferenceCache, ReferenceCase
 from harness.result import CheckResult
 from tools.driver_process import DriverSession
-
-LARGE_SCALE = 1e3
-TINY_SCALE = 1e-4
 
 
 @dataclass
 class VerificationContext:
-    problem: Problem
-    device: int
+    references: ReferenceCache
     policy: PrecisionPolicy
-    seeds: list[int]
     timeout_s: float
 
 
@@ -60,38 +55,32 @@ class _CandidateRunner:
         self.weak_reference = False
 
     def checks(self) -> Iterator[CheckResult]:
-        first = instantiate(self.context.problem, self.context.seeds[0], self._device)
-        reference = first.reference()
-        self.weak_reference = any(is_weak_reference(r) for r in reference)
+        first = self.context.references.seed_case(self.context.references.seeds[0])
+        self.weak_reference = any(is_weak_reference(r) for r in first.outputs)
         outputs = self._call(first)
         yield CheckResult(name="runs", passed=True, detail="kb_forward returned 0 with no CUDA error")
         yield self._outputs_written(outputs)
-        yield self._compare_all(outputs, reference, "correct", f"seed {first.seed}")
+        yield self._compare_all(outputs, first.outputs, "correct", first.label)
         yield self._inputs_unchanged(first)
         yield self._deterministic(outputs)
         yield self._no_caching(outputs)
-        yield self._special_values(first)
+        yield self._special_values()
 
-    @property
-    def _device(self) -> str:
-        return f"cuda:{self.context.device}"
-
-    def _call(self, instance: ProblemInstance, args: list | None = None) -> list[torch.Tensor]:
-        """Fill the shared set from `instance` (or `args`), poison the outputs, run once, copy the outputs out."""
-        tensor_args = [a for a in (args if args is not None else instance.args) if isinstance(a, torch.Tensor)]
-        self.shared.fill(tensor_args, list(instance.initial_state.values()))
+    def _call(self, case: ReferenceCase) -> list[torch.Tensor]:
+        """Fill the shared set with the case's arguments, poison the outputs, run once, copy the outputs out."""
+        self.shared.fill(case.tensor_args, case.params)
         return self._rerun()
 
     def _rerun(self) -> list[torch.Tensor]:
         self.shared.poison_outputs(POISON_BYTE)
-        torch.cuda.synchronize(self.context.device)
+        torch.cuda.synchronize(self.context.references.gpu)
         self.session.run(0, timeout_s=self.context.timeout_s)
         return [buffer.tensor.clone() for buffer in self.shared.outputs]
 
     def _outputs_written(self, outputs: list[torch.Tensor]) -> CheckResult:
-        missing = [(b.spec.name, unwritten_elements(o), o.numel()) for b, o in zip(self.shared.outputs, outputs,
-                                                                                    strict=True)]
-        unwritten = [f"'{name}': {count} of {total}" for name, count, total in missing if count]
+        counts = [(b.spec.name, unwritten_elements(o), o.numel()) for b, o in zip(self.shared.outputs, outputs,
+                                                                                   strict=True)]
+        unwritten = [f"'{name}': {count} of {total}" for name, count, total in counts if count]
         if unwritten:
             return CheckResult(name="outputs_written", passed=False,
                                detail="elements never written (still the poison pattern): " + ", ".join(unwritten))
@@ -107,9 +96,9 @@ class _CandidateRunner:
         return CheckResult(name=name, passed=True, detail=f"{label}: every output within tolerance "
                            f"({self.context.policy} precision)")
 
-    def _inputs_unchanged(self, instance: ProblemInstance) -> CheckResult:
-        originals = [a for a in instance.args if isinstance(a, torch.Tensor)] + list(instance.initial_state.values())
+    def _inputs_unchanged(self, case: ReferenceCase) -> CheckResult:
         buffers = self.shared.inputs + self.shared.params
+        originals = case.tensor_args + case.params
         changed = [b.spec.name for b, original in zip(buffers, originals, strict=True)
                    if not _same_bytes(b.tensor, original)]
         if changed:
@@ -130,53 +119,32 @@ class _CandidateRunner:
                            detail="repeated calls agree within tolerance (not bitwise: e.g. atomics order)")
 
     def _no_caching(self, previous: list[torch.Tensor]) -> CheckResult:
-        for seed in self.context.seeds[1:]:
-            instance = instantiate(self.context.problem, seed, self._device)
-            outputs = self._call(instance)
-            check = self._compare_all(outputs, instance.reference(), "no_caching",
-                                      f"seed {seed} refilled into the same buffers")
+        references = self.context.references
+        for seed in references.seeds[1:]:
+            case = references.seed_case(seed)
+            outputs = self._call(case)
+            check = self._compare_all(outputs, case.outputs, "no_caching", f"{case.label} refilled into the same "
+                                      "buffers")
             if not check.passed:
                 stale = all(_same_bytes(a, b) for a, b in zip(outputs, previous, strict=True))
                 suffix = " — the output is identical to the previous call's: results are being cached" if stale else ""
                 return check.model_copy(update={"detail": check.detail + suffix})
             previous = outputs
-        fresh = len(self.context.seeds) - 1
+        fresh = len(references.seeds) - 1
         return CheckResult(name="no_caching", passed=True,
                            detail=f"{fresh} fresh seeds in the same buffers gave new correct outputs")
 
-    def _special_values(self, instance: ProblemInstance) -> CheckResult:
-        if not any(_is_float_tensor(a) for a in instance.args):
+    def _special_values(self) -> CheckResult:
+        cases = self.context.references.special_cases()
+        if not cases:
             return CheckResult(name="special_values", passed=True, detail="no floating-point inputs to perturb")
-        for label, transform in _SPECIAL_CASES:
-            args = [transform(a) if _is_float_tensor(a) else a for a in instance.args]
-            reference = instance.reference(args)
-            check = self._compare_all(self._call(instance, args), reference, "special_values", label)
+        for case in cases:
+            check = self._compare_all(self._call(case), case.outputs, "special_values", case.label)
             if not check.passed:
                 return check
-        labels = ", ".join(label for label, _ in _SPECIAL_CASES)
+        labels = ", ".join(label for label, _ in SPECIAL_CASES)
         return CheckResult(name="special_values", passed=True, detail=f"correct for {labels}")
-
-
-def _is_float_tensor(value: object) -> bool:
-    return isinstance(value, torch.Tensor) and value.dtype.is_floating_point
 
 
 def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and torch.equal(as_bytes(a), as_bytes(b))
-
-
-def _with_special_values(tensor: torch.Tensor) -> torch.Tensor:
-    flat = tensor.clone().reshape(-1)
-    specials = [float("nan"), float("inf"), float("-inf")]
-    positions = [0, flat.numel() // 2, flat.numel() - 1][: flat.numel()]
-    for position, value in zip(positions, specials, strict=False):
-        flat[position] = value
-    return flat.reshape(tensor.shape)
-
-
-_SPECIAL_CASES: tuple[tuple[str, Callable[[torch.Tensor], torch.Tensor]], ...] = (
-    (f"inputs scaled by {LARGE_SCALE:g}", lambda t: t * LARGE_SCALE),
-    (f"inputs scaled by {TINY_SCALE:g}", lambda t: t * TINY_SCALE),
-    ("negated inputs", lambda t: -t),
-    ("NaN, +Inf and -Inf in the inputs", _with_special_values),
-)

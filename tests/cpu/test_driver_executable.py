@@ -100,10 +100,12 @@ def test_without_a_usable_gpu_setup_reports_the_cuda_error_and_the_driver_exits_
 # ---------------------------------------------------------------------------------------------------
 def ipc_tensor(tensor: torch.Tensor) -> IpcTensor:
     """Describe a CUDA tensor by the IPC handle of its allocation and its byte offset in it."""
-    _, handle, _, storage_offset_bytes, *_ = tensor.untyped_storage()._share_cuda_()
+    from harness.buffers import ipc_handle_of
+
+    handle_hex, offset = ipc_handle_of(tensor)
     return IpcTensor(
-        handle_hex=bytes(handle).hex(),
-        offset=storage_offset_bytes + tensor.storage_offset() * tensor.element_size(),
+        handle_hex=handle_hex,
+        offset=offset,
         dtype=KB_FLOAT32,
         shape=list(tensor.shape),
         strides=list(tensor.stride()),
