@@ -1,0 +1,202 @@
+"""The Python API: optimize a problem, watch its progress, resume it, answer its questions.
+
+    from graph.api import optimize
+    from graph.context import RunContext
+
+    outcome = optimize("examples/problems/elementwise_swish_scale.py", RunContext(iterations=1))
+    print(outcome.best_source, outcome.best_speedup)
+
+`optimize`, `resume` and `answer` run until the run finishes or waits for a person's answer (`--llm human`),
+calling `on_progress` with each `Progress`; `Run` gives the same as a stream. Everything a run needs to
+continue is in its run directory: `run.json` (problem and configuration) and `checkpoints.sqlite`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+from pydantic import BaseModel
+
+from graph.checkpoint import DURABILITY, open_checkpointer, thread_config
+from graph.context import RunContext
+from graph.graph import build_graph
+from graph.human import HumanQuestion
+from graph.progress import ProgressNote
+from graph.run_files import RunFiles, RunRecord
+from graph.services import Services
+from graph.state import KernelRef, OptimizationInput
+from harness.problem import load_problem
+from kb.paths import resolve_kb_path
+from nodes.setup import run_id_for
+from tools.errors import UserFacingError
+
+RUNS_DIRECTORY = Path("runs")
+
+
+class Progress(BaseModel):
+    """One step of progress: what a node did, the best speedup so far and the tokens used."""
+
+    note: ProgressNote
+    best_speedup: float | None
+    tokens: int
+
+
+class PendingQuestion(BaseModel):
+    """A prompt waiting for a person's answer (`--llm human`)."""
+
+    id: str
+    question: HumanQuestion
+
+
+class RunOutcome(BaseModel):
+    run_dir: Path
+    status: Literal["finished", "waiting_for_answer"]
+    best_source: Path | None
+    best_speedup: float | None
+    report: Path | None
+    questions: list[PendingQuestion]
+
+
+class Run:
+    """One run directory and the graph that advances it."""
+
+    def __init__(self, files: RunFiles, record: RunRecord, services: Services) -> None:
+        self.files = files
+        self.record = record
+        self.services = services
+
+    @classmethod
+    def create(cls, problem: Path | str, context: RunContext, *, init: Path | str | None = None,
+               services: Services | None = None) -> Run:
+        """A new run directory for `problem`, checked before anything is written or run on a GPU."""
+        services = services or Services()
+        services.check(context)
+        problem_path = Path(problem).resolve()
+        load_problem(problem_path)
+        if init is not None and not Path(init).is_file():
+            raise UserFacingError(f"{init}: the --init CUDA file does not exist")
+        run_dir = Path(context.run_dir or RUNS_DIRECTORY / f"{problem_path.stem}-{datetime.now():%Y%m%d-%H%M%S}")
+        files = RunFiles(run_dir.resolve())
+        if files.record.exists():
+            raise UserFacingError(f"{run_dir} already holds a run: continue it with `kernelblaster resume {run_dir}`")
+        context = context.model_copy(update={"run_dir": str(files.root),
+                                             "kb_path": str(resolve_kb_path(context.kb_path).resolve())})
+        record = RunRecord(run_id=run_id_for(str(files.root)), problem_path=str(problem_path),
+                           init_kernel=str(Path(init).resolve()) if init else None, context=context)
+        files.write_record(record)
+        return cls(files, record, services)
+
+    @classmethod
+    def open(cls, run_dir: Path | str, services: Services | None = None) -> Run:
+        files = RunFiles(Path(run_dir).resolve())
+        if not files.record.exists():
+            raise UserFacingError(f"{run_dir}: not a run directory (no run.json)")
+        record = files.read_record()
+        services = services or Services()
+        services.check(record.context)
+        return cls(files, record, services)
+
+    def progress(self, answer: dict[str, str] | None = None) -> Iterator[Progress]:
+        """Start or continue the run (with answers to pending questions, by id) until it finishes or waits."""
+        with open_checkpointer(self.files) as checkpointer:
+            graph = build_graph(self.services).compile(checkpointer=checkpointer)
+            tracker = _Tracker.from_state(graph.get_state(thread_config(self.record.run_id)).values)
+            stream = graph.stream(self._graph_input(graph, answer), thread_config(self.record.run_id),
+                                  context=self.record.context, stream_mode=["updates", "custom"], subgraphs=True,
+                                  durability=DURABILITY)
+            for namespace, mode, data in stream:
+                progress = tracker.update(namespace, mode, data)
+                if progress is not None:
+                    yield progress
+
+    def outcome(self) -> RunOutcome:
+        with open_checkpointer(self.files) as checkpointer:
+            snapshot = build_graph(self.services).compile(checkpointer=checkpointer).get_state(
+                thread_config(self.record.run_id))
+        questions = [PendingQuestion(id=item.id, question=HumanQuestion.model_validate(item.value))
+                     for item in snapshot.interrupts]
+        best: KernelRef | None = snapshot.values.get("best")
+        report = snapshot.values.get("report")
+        return RunOutcome(run_dir=self.files.root, status="waiting_for_answer" if questions else "finished",
+                          best_source=self.files.best_source if report and best else None,
+                          best_speedup=best.speedup if best else None, report=Path(report) if report else None,
+                          questions=questions)
+
+    def _graph_input(self, graph: CompiledStateGraph, answer: dict[str, str] | None) -> Any:
+        if answer is not None:
+            return Command(resume=answer)
+        if graph.get_state(thread_config(self.record.run_id)).values:
+            return None  # resume from the last checkpoint
+        return OptimizationInput(problem_path=self.record.problem_path, init_kernel=self.record.init_kernel)
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def optimize(problem: Path | str, context: RunContext | None = None, *, init: Path | str | None = None,
+             services: Services | None = None, on_progress: ProgressCallback | None = None) -> RunOutcome:
+    """Optimize `problem` from scratch (or from the CUDA in `init`) in a new run directory."""
+    run = Run.create(problem, context or RunContext(), init=init, services=services)
+    return _drive(run, None, on_progress)
+
+
+def resume(run_dir: Path | str, *, services: Services | None = None,
+           on_progress: ProgressCallback | None = None) -> RunOutcome:
+    """Continue a run after a crash, a kill or Ctrl-C, without redoing its finished steps."""
+    return _drive(Run.open(run_dir, services), None, on_progress)
+
+
+def answer(run_dir: Path | str, text: str, *, question_id: str | None = None, services: Services | None = None,
+           on_progress: ProgressCallback | None = None) -> RunOutcome:
+    """Answer a pending question of a `--llm human` run (the first one, or `question_id`) and continue it."""
+    run = Run.open(run_dir, services)
+    pending = run.outcome().questions
+    if not pending:
+        raise UserFacingError(f"{run_dir}: no question is waiting for an answer")
+    chosen = next((q for q in pending if q.id == question_id), None) if question_id else pending[0]
+    if chosen is None:
+        raise UserFacingError(f"{run_dir}: no pending question {question_id} (waiting: "
+                              f"{', '.join(q.id for q in pending)})")
+    return _drive(run, {chosen.id: text}, on_progress)
+
+
+def _drive(run: Run, answers: dict[str, str] | None, on_progress: ProgressCallback | None) -> RunOutcome:
+    for progress in run.progress(answers):
+        if on_progress is not None:
+            on_progress(progress)
+    return run.outcome()
+
+
+class _Tracker:
+    """Follows the stream: the notes nodes write, the best speedup and the tokens in the state updates."""
+
+    def __init__(self, best_speedup: float | None, tokens: int) -> None:
+        self.best_speedup = best_speedup
+        self.tokens = tokens
+
+    @classmethod
+    def from_state(cls, values: dict[str, Any]) -> _Tracker:
+        best: KernelRef | None = values.get("best")
+        return cls(best.speedup if best else None, sum(u.input_tokens + u.output_tokens
+                                                       for u in values.get("token_usage", [])))
+
+    def update(self, namespace: tuple[str, ...], mode: str, data: Any) -> Progress | None:
+        if mode == "custom" and isinstance(data, ProgressNote):
+            return Progress(note=data, best_speedup=self.best_speedup, tokens=self.tokens)
+        if mode == "updates":
+            for node, update in data.items():
+                # A finished trajectory hands its tokens to the run again; they were counted inside it.
+                if isinstance(update, dict) and not (namespace == () and node == "trajectory"):
+                    self._count(update)
+        return None
+
+    def _count(self, update: dict[str, Any]) -> None:
+        self.tokens += sum(u.input_tokens + u.output_tokens for u in update.get("token_usage") or [])
+        best: KernelRef | None = update.get("best")
+        if best is not None and best.speedup is not None:
+            self.best_speedup = max(best.speedup, self.best_speedup or 0.0)

@@ -1,0 +1,85 @@
+"""The run configuration (`RunContext`): everything a run needs to know that is not its evolving state.
+
+It is the graph's `context_schema`, so LangGraph Studio shows it as a form, and `kernelblaster optimize`
+fills it from flags. The defaults follow the paper's tuning (search depth about 4-8, breadth about 8,
+10 iterations) scaled down so that a first run finishes in minutes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal[
+    "lowering",
+    "state_extractor",
+    "state_matcher",
+    "soft_verifier",
+    "policy_evaluation",
+    "perf_gap_analysis",
+    "parameter_update",
+]
+ROLES: tuple[Role, ...] = (
+    "lowering",
+    "state_extractor",
+    "state_matcher",
+    "soft_verifier",
+    "policy_evaluation",
+    "perf_gap_analysis",
+    "parameter_update",
+)
+Precision = Literal["strict", "tf32", "fp16"]
+Provider = Literal["openai", "human"]
+StructuredOutputMethod = Literal["function_calling", "json_schema", "json_mode"]
+
+
+class RunContext(BaseModel):
+    """How one optimization run is carried out: agents, search shape, limits, GPUs and files."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    llm: Provider = Field(
+        default="openai",
+        description="openai: any OpenAI-compatible endpoint; human: every prompt pauses for a person's answer",
+    )
+    model: str = Field(default="gpt-4.1", description="Model for every role without its own entry in role_models")
+    role_models: dict[Role, str] = Field(default_factory=dict, description="A different model for some roles")
+    base_url: str | None = Field(default=None, description="Endpoint URL (default: $OPENAI_BASE_URL, else OpenAI)")
+    structured_output: StructuredOutputMethod = Field(
+        default="function_calling", description="How the endpoint is asked for schema-shaped answers"
+    )
+    llm_retries: int = Field(default=3, ge=0, le=10, description="Retries of transient transport errors per call")
+    answer_retries: int = Field(
+        default=2, ge=0, le=10, description="Retries of an answer that has no code or does not fit its schema"
+    )
+    llm_timeout_s: float = Field(default=600.0, gt=0, description="Seconds one LLM request may take")
+
+    iterations: int = Field(default=2, ge=1, le=100, description="Learning iterations (paper: 10)")
+    trajectories: int = Field(default=2, ge=1, le=64, description="Trajectories per iteration, W (paper: about 8)")
+    depth: int = Field(default=3, ge=1, le=64, description="Optimization steps per trajectory, L (paper: 4-8)")
+    top_k: int = Field(default=3, ge=1, le=32, description="Optimizations sampled from the KB at each step")
+    compile_retries: int = Field(default=2, ge=0, le=10, description="Re-lowerings after a compile error")
+    verify_retries: int = Field(default=2, ge=0, le=10, description="Re-lowerings after a wrong result")
+    initial_retries: int = Field(default=3, ge=0, le=10, description="Fixes of the initial CUDA before giving up")
+    max_failed_steps: int = Field(
+        default=2, ge=1, le=64, description="Consecutive failed steps after which a trajectory stops early"
+    )
+
+    gpus: tuple[int, ...] = Field(default=(0,), min_length=1, description="CUDA devices that share the GPU work")
+    precision: Precision = Field(default="strict", description="Numerical freedom of candidates and baselines")
+    allow: tuple[str, ...] = Field(default=(), description="Libraries candidates may use (cublas, cudnn, ...)")
+    seeds: int = Field(default=5, ge=1, le=100, description="Seeds of fresh inputs each candidate is verified on")
+    kernel_timeout_s: float = Field(default=20.0, gt=0, description="Seconds one kernel call may take")
+    profile: bool = Field(default=True, description="Profile kernels with Nsight Compute (the state comes from it)")
+    soft_verify: bool = Field(
+        default=True, description="Ask an LLM whether a verified kernel still does all the model does"
+    )
+
+    kb_path: str | None = Field(default=None, description="Knowledge base file (default: $KERNELBLASTER_KB, ...)")
+    kb_slice_tokens: int = Field(default=1500, ge=200, description="Token budget of the KB slice in a prompt")
+    run_dir: str | None = Field(default=None, description="Run directory (default: runs/<problem>-<time>)")
+    seed: int = Field(default=0, ge=0, description="Seed of the optimization sampling")
+
+    def model_for(self, role: Role) -> str:
+        return self.role_models.get(role, self.model)

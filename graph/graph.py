@@ -1,0 +1,118 @@
+"""The optimization graph: the memory-augmented in-context RL loop of the paper as a LangGraph state machine.
+
+    setup -> write_initial -> check_initial --(failed, tries left)--> write_initial
+                                            --(no valid kernel)--> finish
+                                            --> start_iteration --(Send x W)--> trajectory
+    trajectory -> policy_evaluation -> perf_gap_analysis -> update_kb --(iterations left)--> start_iteration
+                                                                      --> finish -> END
+
+Each trajectory (a subgraph, one per `Send`, run in parallel) takes up to L steps from the best kernel:
+
+    extract_state -> match_state -> select_optimizations --(nothing to try)--> END
+    select_optimizations -> lower --(no code)--> record_step
+    lower -> compile --(error, tries left)--> lower;  compile --(out of tries)--> record_step
+    compile -> verify --(wrong, tries left)--> lower;  verify --(crash / out of tries)--> record_step
+    verify -> evaluate -> record_step --(steps left, not failing)--> extract_state, else END
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from graph.context import RunContext
+from graph.routes import (
+    after_compile,
+    after_initial_check,
+    after_learning,
+    after_lowering,
+    after_selection,
+    after_step,
+    after_verify,
+    fan_out_trajectories,
+)
+from graph.services import Services
+from graph.state import OptimizationInput, OptimizationState, TrajectoryOutput, TrajectoryState
+from nodes.check_initial import check_initial
+from nodes.compile import compile_candidate
+from nodes.evaluate import evaluate
+from nodes.extract_state import extract_state
+from nodes.finish import finish
+from nodes.lower import lower
+from nodes.match_state import match_state
+from nodes.perf_gap_analysis import perf_gap_analysis
+from nodes.policy_evaluation import policy_evaluation
+from nodes.record_step import record_step
+from nodes.select_optimizations import select_optimizations
+from nodes.setup import setup
+from nodes.start_iteration import start_iteration
+from nodes.update_kb import update_kb
+from nodes.verify import verify
+from nodes.write_initial import write_initial
+
+
+def build_trajectory_graph(services: Services) -> CompiledStateGraph:
+    """One trajectory: up to L optimization steps, each with its compile and verify retries."""
+    with_services = _binder(services)
+    graph = StateGraph(TrajectoryState, context_schema=RunContext, output_schema=TrajectoryOutput)
+    graph.add_node("extract_state", with_services(extract_state))
+    graph.add_node("match_state", with_services(match_state))
+    graph.add_node("select_optimizations", with_services(select_optimizations))
+    graph.add_node("lower", with_services(lower))
+    graph.add_node("compile", with_services(compile_candidate))
+    graph.add_node("verify", with_services(verify))
+    graph.add_node("evaluate", with_services(evaluate))
+    graph.add_node("record_step", with_services(record_step))
+
+    graph.add_edge(START, "extract_state")
+    graph.add_edge("extract_state", "match_state")
+    graph.add_edge("match_state", "select_optimizations")
+    graph.add_conditional_edges("select_optimizations", after_selection, ["lower", END])
+    graph.add_conditional_edges("lower", after_lowering, ["compile", "record_step"])
+    graph.add_conditional_edges("compile", after_compile, ["verify", "lower", "record_step"])
+    graph.add_conditional_edges("verify", after_verify, ["evaluate", "lower", "record_step"])
+    graph.add_edge("evaluate", "record_step")
+    graph.add_conditional_edges("record_step", after_step, ["extract_state", END])
+    return graph.compile(name="trajectory")
+
+
+def build_graph(services: Services | None = None) -> StateGraph:
+    """The whole run, uncompiled (compile it with a checkpointer: `graph.checkpoint`, `graph.api`)."""
+    services = services or Services()
+    with_services = _binder(services)
+    graph = StateGraph(OptimizationState, context_schema=RunContext, input_schema=OptimizationInput)
+    graph.add_node("setup", with_services(setup))
+    graph.add_node("write_initial", with_services(write_initial))
+    graph.add_node("check_initial", with_services(check_initial))
+    graph.add_node("start_iteration", start_iteration)
+    graph.add_node("trajectory", build_trajectory_graph(services))
+    graph.add_node("policy_evaluation", with_services(policy_evaluation))
+    graph.add_node("perf_gap_analysis", with_services(perf_gap_analysis))
+    graph.add_node("update_kb", with_services(update_kb))
+    graph.add_node("finish", with_services(finish))
+
+    graph.add_edge(START, "setup")
+    graph.add_edge("setup", "write_initial")
+    graph.add_edge("write_initial", "check_initial")
+    graph.add_conditional_edges("check_initial", after_initial_check, ["start_iteration", "write_initial", "finish"])
+    graph.add_conditional_edges("start_iteration", fan_out_trajectories, ["trajectory"])
+    graph.add_edge("trajectory", "policy_evaluation")
+    graph.add_edge("policy_evaluation", "perf_gap_analysis")
+    graph.add_edge("perf_gap_analysis", "update_kb")
+    graph.add_conditional_edges("update_kb", after_learning, ["start_iteration", "finish"])
+    graph.add_edge("finish", END)
+    return graph
+
+
+def _binder(services: Services) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a node the services it talks to; LangGraph passes it the state and the runtime."""
+    return lambda node: functools.partial(node, services=services)
+
+
+def studio_graph() -> CompiledStateGraph:
+    """The graph `langgraph dev` serves (see langgraph.json); the server brings its own checkpointer."""
+    return build_graph().compile(name="kernelblaster")

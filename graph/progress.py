@@ -1,0 +1,53 @@
+"""Live progress: the notes nodes write to LangGraph's custom stream, and their one-line rendering.
+
+A note says where the run is (iteration, trajectory, step) and what a node just did; the display adds
+the best speedup so far and the tokens used, which the API tracks from the state updates.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel
+
+from graph.state import TrajectoryState
+
+
+class ProgressNote(BaseModel):
+    node: str
+    text: str
+    iteration: int | None = None
+    trajectory: int | None = None
+    step: int | None = None
+
+    def where(self) -> str:
+        parts = []
+        if self.iteration is not None:
+            parts.append(f"iter {self.iteration + 1}")
+        if self.trajectory is not None:
+            parts.append(f"traj {self.trajectory}")
+        if self.step is not None:
+            parts.append(f"step {self.step + 1}")
+        return " ".join(parts) or "run"
+
+
+def write_note(runtime: Runtime, note: ProgressNote) -> None:
+    runtime.stream_writer(note)
+
+
+class ProgressDisplay:
+    """Prints one line per note: where, what, the best speedup so far and the tokens used."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def show(self, note: ProgressNote, best_speedup: float | None, tokens: int) -> None:
+        best = f"best {best_speedup:.2f}x" if best_speedup is not None else "best -"
+        line = f"[{note.where():<22}] {note.node:<20} {note.text}"
+        print(f"{line}  ({best}, {tokens / 1000:.1f}k tokens)", file=self.out, flush=True)
+
+
+def trajectory_note(node: str, state: TrajectoryState, text: str) -> ProgressNote:
+    return ProgressNote(node=node, text=text, iteration=state.iteration, trajectory=state.trajectory,
+                        step=state.step)

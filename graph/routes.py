@@ -1,0 +1,68 @@
+"""The graph's branch decisions: each returns the next node (or nodes) from the state and the run context.
+
+The nodes decide what happened (a step's `ending`, its `feedback`); these functions only read it, so each
+branch is one small rule. Every possible target is declared where the edge is added (`graph.graph`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.graph import END
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from graph.context import RunContext
+from graph.state import OptimizationState, TrajectoryState
+
+
+def after_initial_check(state: OptimizationState,
+                        runtime: Runtime[RunContext]) -> Literal["start_iteration", "write_initial", "finish"]:
+    if state.initial is not None:
+        return "start_iteration"
+    if state.initial_attempts <= runtime.context.initial_retries:
+        return "write_initial"
+    return "finish"
+
+
+def fan_out_trajectories(state: OptimizationState, runtime: Runtime[RunContext]) -> list[Send]:
+    """W trajectories, each starting from the best kernel so far."""
+    assert state.best is not None, "iterations start once a correct kernel exists"
+    return [
+        Send("trajectory", TrajectoryState(run_dir=state.run_dir, run_id=state.run_id,
+                                           problem_path=state.problem_path, iteration=state.iteration,
+                                           trajectory=trajectory, current=state.best, best=state.best))
+        for trajectory in range(runtime.context.trajectories)
+    ]
+
+
+def after_learning(state: OptimizationState, runtime: Runtime[RunContext]) -> Literal["start_iteration", "finish"]:
+    return "start_iteration" if state.iteration + 1 < runtime.context.iterations else "finish"
+
+
+def after_selection(state: TrajectoryState) -> Literal["lower", "__end__"]:
+    """A state with nothing left to try ends the trajectory."""
+    return "lower" if state.choices else END
+
+
+def after_lowering(state: TrajectoryState) -> Literal["compile", "record_step"]:
+    return "record_step" if state.ending is not None else "compile"
+
+
+def after_compile(state: TrajectoryState) -> Literal["verify", "lower", "record_step"]:
+    if state.ending is not None:
+        return "record_step"
+    return "lower" if state.feedback is not None else "verify"
+
+
+def after_verify(state: TrajectoryState) -> Literal["evaluate", "lower", "record_step"]:
+    if state.ending is not None:
+        return "record_step"
+    return "lower" if state.feedback is not None else "evaluate"
+
+
+def after_step(state: TrajectoryState, runtime: Runtime[RunContext]) -> Literal["extract_state", "__end__"]:
+    """Go on until the trajectory is L steps deep, or stop early when it keeps failing."""
+    if state.step >= runtime.context.depth or state.failed_steps >= runtime.context.max_failed_steps:
+        return END
+    return "extract_state"

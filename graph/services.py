@@ -1,0 +1,150 @@
+"""The outside world the graph talks to — chat models and the GPU evaluation harness — and the per-run
+objects the nodes share in one process (`RunResources`).
+
+`Services` is what a caller may replace: tests and the scripted end-to-end run pass their own chat models
+(and, on CPU, an evaluator that replays recorded results); everyone else gets `ChatOpenAI` and the harness.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol
+
+from langchain_core.language_models import BaseChatModel
+
+from graph.agents import Agent, AnswerJournal
+from graph.context import Role, RunContext
+from graph.gpu_pool import GpuPool
+from graph.human import HumanAgent
+from graph.llm import ChatAgent, chat_model, check_endpoint
+from graph.run_files import RunFiles, source_sha256
+from harness.evaluate import EvalOptions
+from harness.problem import Problem, load_problem
+from harness.profile import ProfileOutcome
+from harness.result import BaselineTiming, EvalResult
+from kb.store import KnowledgeBase
+
+
+class BuiltCandidate(Protocol):
+    """A build of one candidate: `result` says why it failed (static violation, compile error) if not `ok`."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def result(self) -> EvalResult | None: ...
+
+
+class Evaluator(Protocol):
+    """The harness bound to one problem, one GPU and one set of options (`harness.evaluate.CandidateEvaluator`)."""
+
+    header: str
+
+    def build(self, source: str, label: str) -> BuiltCandidate: ...
+
+    def verify(self, built: BuiltCandidate) -> EvalResult: ...
+
+    def measure(self, built: BuiltCandidate, verified: EvalResult, profile: bool) -> EvalResult: ...
+
+    def baseline(self) -> BaselineTiming: ...
+
+    def profile_baseline(self) -> ProfileOutcome: ...
+
+
+class ChatModels(Protocol):
+    """Where each role's chat model comes from."""
+
+    def check(self, context: RunContext) -> None:
+        """Raise a one-line `UserFacingError` if no model can be reached with this configuration."""
+
+    def for_role(self, context: RunContext, role: Role) -> BaseChatModel: ...
+
+
+EvaluatorFactory = Callable[[Problem, EvalOptions], Evaluator]
+
+
+class OpenAIChatModels:
+    """`ChatOpenAI` at the configured OpenAI-compatible endpoint."""
+
+    def check(self, context: RunContext) -> None:
+        check_endpoint(context)
+
+    def for_role(self, context: RunContext, role: Role) -> BaseChatModel:
+        return chat_model(context, role)
+
+
+def harness_evaluator(problem: Problem, options: EvalOptions) -> Evaluator:
+    from harness.evaluate import CandidateEvaluator
+
+    return CandidateEvaluator(problem, options)
+
+
+def eval_options(context: RunContext, gpu: int) -> EvalOptions:
+    return EvalOptions(seeds=context.seeds, precision=context.precision, allow=frozenset(context.allow), gpu=gpu,
+                       profile=context.profile, timeout_s=context.kernel_timeout_s)
+
+
+class RunResources:
+    """What the nodes of one run share in this process: agents, the GPU pool of evaluators, builds, the KB."""
+
+    def __init__(self, context: RunContext, problem: Problem, files: RunFiles, chat_models: ChatModels,
+                 evaluators: EvaluatorFactory) -> None:
+        self.context = context
+        self.problem = problem
+        self.files = files
+        self._chat_models = chat_models
+        self.pool: GpuPool[Evaluator] = GpuPool(
+            context.gpus, lambda gpu: evaluators(problem, eval_options(context, gpu)))
+        self._builds: dict[str, BuiltCandidate] = {}
+        self._kb: KnowledgeBase | None = None
+        # KnowledgeBase is safe across processes (file lock) but its in-memory document and Chroma handle
+        # are not shared safely between the threads that run parallel trajectories.
+        self._kb_lock = threading.Lock()
+
+    def agent(self, role: Role) -> Agent:
+        if self.context.llm == "human":
+            return HumanAgent(self.context.answer_retries)
+        return ChatAgent(self._chat_models.for_role(self.context, role), method=self.context.structured_output,
+                         answer_retries=self.context.answer_retries, journal=AnswerJournal(self.files.root / "answers"))
+
+    @property
+    def header(self) -> str:
+        return self.pool.any_worker().header
+
+    def build(self, source: str, label: str) -> BuiltCandidate:
+        """Build a source (no GPU; safe in parallel); a build of the same source is reused."""
+        key = source_sha256(source)
+        if key not in self._builds:
+            self._builds[key] = self.pool.any_worker().build(source, label)
+        return self._builds[key]
+
+    @contextmanager
+    def knowledge_base(self) -> Iterator[KnowledgeBase]:
+        with self._kb_lock:
+            if self._kb is None:
+                self._kb = KnowledgeBase.load(self.context.kb_path)
+            yield self._kb
+
+
+class Services:
+    """Chat models and evaluators for the graph, and the `RunResources` of each run it executes."""
+
+    def __init__(self, chat_models: ChatModels | None = None, evaluators: EvaluatorFactory | None = None) -> None:
+        self.chat_models = chat_models or OpenAIChatModels()
+        self.evaluators = evaluators or harness_evaluator
+        self._runs: dict[Path, RunResources] = {}
+        self._lock = threading.Lock()
+
+    def check(self, context: RunContext) -> None:
+        self.chat_models.check(context)
+
+    def for_run(self, context: RunContext, problem_path: str, run_dir: str) -> RunResources:
+        root = Path(run_dir).resolve()
+        with self._lock:
+            if root not in self._runs:
+                self._runs[root] = RunResources(context, load_problem(problem_path), RunFiles(root),
+                                                self.chat_models, self.evaluators)
+            return self._runs[root]

@@ -1,0 +1,210 @@
+"""The graph's state: small serialisable values (paths relative to the run directory, hashes, metrics).
+
+Kernel sources, evaluation results and the learning notes live as files in the run directory
+(`graph.run_files`); the state points at them. `OptimizationState` is the whole run; each trajectory of
+an iteration runs in the trajectory subgraph with its own `TrajectoryState`, and what it returns
+(`TrajectoryOutput`) is merged into the run by the reducers declared here.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from kb.selection import SelectedOptimization
+
+StepOutcome = Literal["measured", "suspicious", "compile_failed", "verify_failed", "crashed", "llm_failed"]
+
+
+class Value(BaseModel):
+    """Base of the state's value types: immutable, so a node can only replace them, never edit them."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+class KernelRef(Value):
+    """A correct, measured kernel: its source and evaluation result files and its time."""
+
+    label: str
+    source: str
+    sha256: str
+    result: str
+    time_ms: float
+    speedup: float | None
+    technique: str | None = None
+
+
+class Candidate(Value):
+    """CUDA written by the lowering agent and not yet judged."""
+
+    label: str
+    source: str
+    sha256: str
+    technique: str | None
+    explanation: str
+
+
+class Feedback(Value):
+    """Why the last candidate failed, as the lowering agent is shown it on a retry."""
+
+    stage: Literal["compile", "verify"]
+    candidate_source: str
+    message: str
+
+
+class StepEnding(Value):
+    """How a step's last attempt ended; `after` is set when the candidate was measured."""
+
+    outcome: StepOutcome
+    detail: str
+    after: KernelRef | None = None
+
+
+class BaselineSummary(Value):
+    """The PyTorch baselines a speedup is measured against, in milliseconds."""
+
+    eager_ms: float
+    compile_ms: float | None
+    best_ms: float
+
+
+class ProfiledState(Value):
+    """The performance state of a kernel: the profile's numbers and the state extractor's reading of them."""
+
+    kernel_sha256: str
+    signature: list[float] | None
+    signature_summary: str
+    name: str
+    primary_bottleneck: str
+    secondary: list[str]
+    description: str
+
+
+class MatchedState(Value):
+    """The KB state a kernel was matched to, or discovered as."""
+
+    kernel_sha256: str
+    state_id: str
+    name: str
+    distance: float | None
+    discovered: bool
+
+
+class StepRecord(Value):
+    """One rollout step in the replay buffer: what was tried where, what was predicted and what happened."""
+
+    iteration: int
+    trajectory: int
+    step: int
+    state_id: str
+    state_name: str
+    discovered_state: bool
+    technique: str | None
+    predicted_speedup: float | None
+    outcome: StepOutcome
+    attempts: int
+    detail: str
+    before: KernelRef
+    after: KernelRef | None
+    speedup: float | None
+    kb_updated: bool
+
+
+class TokenUsage(Value):
+    """Tokens one LLM answer cost, by role and node."""
+
+    role: str
+    node: str
+    input_tokens: int
+    output_tokens: int
+
+
+class LearningNote(Value):
+    """The outcome of one learning stage of an iteration, with the file holding its full text."""
+
+    iteration: int
+    stage: Literal["policy_evaluation", "perf_gap_analysis", "update_kb"]
+    summary: str
+    path: str | None
+
+
+def faster_kernel(current: KernelRef | None, new: KernelRef | None) -> KernelRef | None:
+    """Reducer of `best`: keep the faster kernel; trajectories finishing together each offer theirs."""
+    if current is None:
+        return new
+    if new is None or new.time_ms >= current.time_ms:
+        return current
+    return new
+
+
+@dataclass(kw_only=True)
+class OptimizationInput:
+    """What a run is started with."""
+
+    problem_path: str
+    init_kernel: str | None = None
+
+
+@dataclass(kw_only=True)
+class OptimizationState(OptimizationInput):
+    """The whole run: baselines, the initial and best kernels, the replay buffer, learning and tokens."""
+
+    run_dir: str = ""
+    run_id: str = ""
+    baseline: BaselineSummary | None = None
+    draft: Candidate | None = None
+    initial_feedback: Feedback | None = None
+    initial_attempts: int = 0
+    initial: KernelRef | None = None
+    best: Annotated[KernelRef | None, faster_kernel] = None
+    iteration: int = -1
+    steps: Annotated[list[StepRecord], operator.add] = field(default_factory=list)
+    learning: Annotated[list[LearningNote], operator.add] = field(default_factory=list)
+    token_usage: Annotated[list[TokenUsage], operator.add] = field(default_factory=list)
+    report: str | None = None
+
+
+@dataclass(kw_only=True)
+class TrajectoryOutput:
+    """What a finished trajectory hands back to the run."""
+
+    best: KernelRef
+    steps: Annotated[list[StepRecord], operator.add] = field(default_factory=list)
+    token_usage: Annotated[list[TokenUsage], operator.add] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class TrajectoryState(TrajectoryOutput):
+    """One trajectory: the kernel it stands on, the step in progress, and its attempts so far."""
+
+    run_dir: str
+    run_id: str
+    problem_path: str
+    iteration: int
+    trajectory: int
+    current: KernelRef
+    step: int = 0
+    profiled: ProfiledState | None = None
+    matched: MatchedState | None = None
+    choices: list[SelectedOptimization] = field(default_factory=list)
+    candidate: Candidate | None = None
+    feedback: Feedback | None = None
+    attempts: int = 0
+    compile_failures: int = 0
+    verify_failures: int = 0
+    ending: StepEnding | None = None
+    tried: list[str] = field(default_factory=list)
+    failed_steps: int = 0
+
+    @property
+    def step_label(self) -> str:
+        """Names the step's journal entries; unique within the run."""
+        return f"i{self.iteration}-t{self.trajectory}-s{self.step}"
+
+    @property
+    def next_attempt_label(self) -> str:
+        """Names the next lowering attempt's files and journal entries."""
+        return f"{self.step_label}-a{self.attempts}"

@@ -1,0 +1,69 @@
+"""`check_initial`: build, verify (numerically, then the soft check) and measure the initial draft.
+
+A draft that passes becomes the initial and best kernel; one that fails leaves feedback for the next
+`write_initial` try. The graph decides from `initial` and `initial_attempts` where to go next.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from graph.context import RunContext
+from graph.progress import ProgressNote, write_note
+from graph.services import BuiltCandidate, RunResources, Services
+from graph.state import Candidate, Feedback, OptimizationState, TokenUsage
+from harness.result import EvalResult
+from nodes.kernels import (
+    compile_feedback,
+    measure_on_gpu,
+    measured_kernel,
+    soft_verify,
+    verify_feedback,
+    verify_on_gpu,
+)
+
+NODE = "check_initial"
+
+
+def check_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
+                  services: Services) -> dict[str, object]:
+    draft = state.draft
+    if draft is None:
+        return _failed(runtime, state, None, "the lowering agent gave no usable initial CUDA", [])
+    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+    files = resources.files
+    built = resources.build(files.read(draft.source), draft.label)
+    if not built.ok:
+        assert built.result is not None, "a failed build says why"
+        files.save(files.result_path(draft.label, "build"), built.result)
+        return _failed(runtime, state, compile_feedback(draft, built.result), built.result.summary, [])
+    verified = verify_on_gpu(resources, built)
+    files.save(files.result_path(draft.label, "verify"), verified)
+    if verified.verdict != "ok":
+        return _failed(runtime, state, verify_feedback(draft, verified), verified.summary, [])
+    return _soft_check_and_measure(runtime, state, resources, draft, built, verified)
+
+
+def _soft_check_and_measure(runtime: Runtime[RunContext], state: OptimizationState, resources: RunResources,
+                            draft: Candidate, built: BuiltCandidate, verified: EvalResult) -> dict[str, object]:
+    usage: list[TokenUsage] = []
+    if resources.context.soft_verify:
+        problem, spent = soft_verify(resources, draft, NODE)
+        usage += [spent] if spent else []
+        if problem:
+            feedback = Feedback(stage="verify", candidate_source=draft.source, message=problem)
+            return _failed(runtime, state, feedback, problem, usage)
+    measured = measure_on_gpu(resources, built, verified)
+    path = resources.files.save(resources.files.result_path(draft.label, "measure"), measured)
+    if measured.verdict != "ok":
+        return _failed(runtime, state, verify_feedback(draft, measured), measured.summary, usage)
+    kernel = measured_kernel(draft, measured, path)
+    write_note(runtime, ProgressNote(node=NODE, text=f"initial CUDA correct: {measured.summary}"))
+    return {"initial": kernel, "best": kernel, "draft": None, "initial_feedback": None, "token_usage": usage}
+
+
+def _failed(runtime: Runtime[RunContext], state: OptimizationState, feedback: Feedback | None, why: str,
+            usage: list[TokenUsage]) -> dict[str, object]:
+    attempts = state.initial_attempts + 1
+    write_note(runtime, ProgressNote(node=NODE, text=f"initial CUDA attempt {attempts} failed: {why[:200]}"))
+    return {"initial_attempts": attempts, "initial_feedback": feedback, "draft": None, "token_usage": usage}

@@ -1,0 +1,36 @@
+"""`compile`: build the candidate (source checks, nvcc, link with the test driver); no GPU needed.
+
+A failed build leaves the compiler's messages as feedback for the next lowering try, or, when the step's
+compile retries are spent, ends the step as a failed attempt.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from graph.context import RunContext
+from graph.progress import trajectory_note, write_note
+from graph.services import Services
+from graph.state import StepEnding, TrajectoryState
+from nodes.kernels import compile_feedback
+
+NODE = "compile"
+
+
+def compile_candidate(state: TrajectoryState, runtime: Runtime[RunContext], *,
+                      services: Services) -> dict[str, object]:
+    candidate = state.candidate
+    assert candidate is not None, "lower wrote a candidate"
+    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+    files = resources.files
+    built = resources.build(files.read(candidate.source), candidate.label)
+    if built.ok:
+        write_note(runtime, trajectory_note(NODE, state, "compiled"))
+        return {"feedback": None}
+    assert built.result is not None, "a failed build says why"
+    files.save(files.result_path(candidate.label, "build"), built.result)
+    failures = state.compile_failures + 1
+    write_note(runtime, trajectory_note(NODE, state, f"build failed ({failures}): {built.result.summary[:200]}"))
+    ending = (StepEnding(outcome="compile_failed", detail=built.result.summary)
+              if failures > runtime.context.compile_retries else None)
+    return {"compile_failures": failures, "feedback": compile_feedback(candidate, built.result), "ending": ending}

@@ -1,0 +1,35 @@
+"""`evaluate`: time the verified candidate against the PyTorch baselines and profile it, on a GPU.
+
+A time below the roofline floor is `suspicious`: recorded and reported, never rewarded or kept.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from graph.context import RunContext
+from graph.progress import trajectory_note, write_note
+from graph.services import Services
+from graph.state import StepEnding, TrajectoryState
+from nodes.kernels import measure_on_gpu, measured_kernel, read_result
+
+NODE = "evaluate"
+
+
+def evaluate(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+    candidate = state.candidate
+    assert candidate is not None, "lower wrote a candidate"
+    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+    files = resources.files
+    built = resources.build(files.read(candidate.source), candidate.label)
+    verified = read_result(files, files.result_path(candidate.label, "verify"))
+    result = measure_on_gpu(resources, built, verified)
+    path = files.save(files.result_path(candidate.label, "measure"), result)
+    write_note(runtime, trajectory_note(NODE, state, f"{result.verdict}: {result.summary[:200]}"))
+    if result.verdict == "ok":
+        return {"ending": StepEnding(outcome="measured", detail=result.summary,
+                                     after=measured_kernel(candidate, result, path))}
+    if result.verdict == "suspicious":
+        return {"ending": StepEnding(outcome="suspicious", detail=result.summary,
+                                     after=measured_kernel(candidate, result, path))}
+    return {"ending": StepEnding(outcome="verify_failed", detail=result.summary)}

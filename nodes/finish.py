@@ -1,0 +1,47 @@
+"""`finish`: write `best.cu` and the report (`report.json`, `report.md`) into the run directory."""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from graph.context import RunContext
+from graph.progress import ProgressNote, write_note
+from graph.run_files import RunFiles, write_text_atomically
+from graph.services import Services
+from graph.state import OptimizationState
+from nodes.kernels import read_result
+from nodes.report import RunReport, Speedups, render_markdown, token_totals
+
+NODE = "finish"
+
+
+def finish(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+    files = services.for_run(runtime.context, state.problem_path, state.run_dir).files
+    report = build_report(state, files)
+    if state.best is not None:
+        write_text_atomically(files.best_source, files.read(state.best.source))
+    write_text_atomically(files.report_json, report.model_dump_json(indent=1))
+    write_text_atomically(files.report_markdown, render_markdown(report))
+    write_note(runtime, ProgressNote(node=NODE, text=f"{report.status}; report in {files.report_markdown}"))
+    return {"report": str(files.report_markdown)}
+
+
+def build_report(state: OptimizationState, files: RunFiles) -> RunReport:
+    return RunReport(
+        problem=state.problem_path, run_id=state.run_id,
+        status="optimized" if state.best is not None else "no_valid_kernel",
+        baseline=state.baseline, initial=state.initial, best=state.best,
+        speedups=_speedups(state, files), steps=state.steps,
+        suspicious=[step for step in state.steps if step.outcome == "suspicious"],
+        learning=state.learning, tokens=token_totals(state.token_usage),
+    )
+
+
+def _speedups(state: OptimizationState, files: RunFiles) -> Speedups | None:
+    if state.best is None or state.initial is None:
+        return None
+    measured = read_result(files, state.best.result).speedup
+    return Speedups(vs_eager=measured.vs_eager if measured else None,
+                    vs_compile=measured.vs_compile if measured else None,
+                    vs_best_baseline=measured.vs_best if measured else None,
+                    vs_initial=state.initial.time_ms / state.best.time_ms)

@@ -1,0 +1,124 @@
+"""Candidate kernels shared by the initial-kernel and the trajectory nodes: the agent's CUDA answer, storing
+it, turning a failed build or check into feedback for the next try, and the LLM soft verification.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Self
+
+from pydantic import BaseModel, Field
+
+from graph.agents import AgentFailed
+from graph.run_files import RunFiles
+from graph.services import BuiltCandidate, RunResources
+from graph.state import Candidate, Feedback, KernelRef, TokenUsage
+from harness.result import EvalResult
+from nodes.prompting import load_prompt
+from tools.errors import UserFacingError
+
+COMPILE_LOG_CHARS = 4000
+_FENCED = re.compile(r"```[a-zA-Z+]*\n(.*?)```", re.DOTALL)
+_TECHNIQUE_LINE = re.compile(r"^\s*//\s*technique:\s*([a-z0-9_.-]+)", re.IGNORECASE)
+
+
+class CudaAnswer(BaseModel):
+    """A complete CUDA source written by the lowering agent, with what it changed."""
+
+    technique: str | None = Field(default=None, description="The name of the offered optimization applied")
+    explanation: str = Field(description="What the code does differently and why that should be faster")
+    cuda_source: str = Field(description="The complete .cu file: includes kb_problem.h and defines kb_forward")
+
+    @classmethod
+    def from_plain_text(cls, text: str) -> Self:
+        """A hand-written answer: the code (fenced or not), its technique named in a `// technique:` line."""
+        fenced = _FENCED.search(text)
+        source = fenced.group(1) if fenced else text
+        named = _TECHNIQUE_LINE.match(source)
+        return cls(technique=named.group(1).lower() if named else None, explanation="written by hand",
+                   cuda_source=source)
+
+
+def check_cuda(answer: CudaAnswer) -> str | None:
+    if "kb_forward" not in answer.cuda_source:
+        return "cuda_source must be the whole file and define extern \"C\" int kb_forward(...)"
+    return None
+
+
+def save_candidate(files: RunFiles, answer: CudaAnswer, label: str) -> Candidate:
+    source, sha256 = files.save_source(answer.cuda_source)
+    return Candidate(label=label, source=source, sha256=sha256, technique=answer.technique,
+                     explanation=answer.explanation.strip()[:1000])
+
+
+def compile_feedback(candidate: Candidate, result: EvalResult) -> Feedback:
+    log = result.compile_log.strip()
+    if len(log) > COMPILE_LOG_CHARS:
+        log = "...\n" + log[-COMPILE_LOG_CHARS:]
+    message = result.summary + (f"\nCompiler output:\n{log}" if log else "")
+    return Feedback(stage="compile", candidate_source=candidate.source, message=message)
+
+
+def verify_feedback(candidate: Candidate, result: EvalResult) -> Feedback:
+    failed = result.failed_check
+    message = f"check '{failed.name}' failed: {failed.detail}" if failed else result.summary
+    return Feedback(stage="verify", candidate_source=candidate.source, message=message)
+
+
+def feedback_section(files: RunFiles, feedback: Feedback | None) -> str:
+    """The retry part of a lowering prompt: the code that failed and why (empty on a first try)."""
+    if feedback is None:
+        return ""
+    what = "did not compile" if feedback.stage == "compile" else "compiled but failed verification"
+    return (f"\n## Your previous attempt {what}\n{feedback.message}\n\n"
+            f"The previous attempt's code:\n```cuda\n{files.read(feedback.candidate_source)}\n```\n"
+            "Fix the problem and answer with the complete corrected file.\n")
+
+
+def measured_kernel(candidate: Candidate, result: EvalResult, result_path: str) -> KernelRef:
+    assert result.time_ms is not None, "a measured result has a time"
+    return KernelRef(label=candidate.label, source=candidate.source, sha256=candidate.sha256, result=result_path,
+                     time_ms=result.time_ms, speedup=result.speedup.vs_best if result.speedup else None,
+                     technique=candidate.technique)
+
+
+def verify_on_gpu(resources: RunResources, built: BuiltCandidate) -> EvalResult:
+    with resources.pool.acquire() as evaluator:
+        result = evaluator.verify(built)
+    if result.verdict == "no_gpu":
+        raise UserFacingError("no CUDA GPU is visible, so candidates cannot be verified (run on a GPU machine)")
+    return result
+
+
+def measure_on_gpu(resources: RunResources, built: BuiltCandidate, verified: EvalResult) -> EvalResult:
+    with resources.pool.acquire() as evaluator:
+        return evaluator.measure(built, verified, profile=resources.context.profile)
+
+
+def read_result(files: RunFiles, relative: str) -> EvalResult:
+    return EvalResult.model_validate_json(files.read(relative))
+
+
+class SoftVerdict(BaseModel):
+    """The soft verifier's judgement of whether the CUDA still does all the PyTorch model does."""
+
+    faithful: bool = Field(description="True if the CUDA computes everything the model computes, for any input")
+    problems: list[str] = Field(default_factory=list, description="Each missing or shortcut part, one per item")
+
+
+def soft_verify(resources: RunResources, candidate: Candidate, node: str) -> tuple[str | None, TokenUsage | None]:
+    """What the soft verifier finds missing (None if nothing, or if it could not answer) and its tokens."""
+    question = load_prompt("soft_verify").question(
+        role="soft_verifier", node=node, key=f"{candidate.label}.soft_verify", schema=SoftVerdict,
+        pytorch_source=resources.problem.source, cuda_source=resources.files.read(candidate.source),
+        allowed_libraries=", ".join(resources.context.allow) or "none",
+    )
+    try:
+        answer = resources.agent("soft_verifier").ask(question)
+    except AgentFailed as failure:
+        return None, failure.usage
+    verdict = answer.value
+    if verdict.faithful:
+        return None, answer.usage
+    return "soft verification: " + ("; ".join(verdict.problems) or "the kernel does not do all the model does"), \
+        answer.usage

@@ -1,0 +1,68 @@
+"""`lower`: the lowering agent writes the CUDA that applies one of the sampled optimizations.
+
+It is shown the problem, the generated header, the current code, its profile, its state with the KB slice
+of the sampled optimizations, and, on a retry, the failed attempt with the compiler's or the verifier's
+message. No usable answer ends the step as failed (`ending`), and the trajectory goes on.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from graph.agents import AgentFailed, Question
+from graph.context import RunContext
+from graph.progress import trajectory_note, write_note
+from graph.services import RunResources, Services
+from graph.state import StepEnding, TrajectoryState
+from kb.prompt_slice import render_prompt_slice
+from nodes.extract_state import profile_view
+from nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
+from nodes.prompting import load_prompt
+
+NODE = "lower"
+
+
+def lower(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+    offered = [choice.technique for choice in state.choices]
+    try:
+        answer = resources.agent("lowering").ask(_question(state, resources, offered))
+    except AgentFailed as failure:
+        write_note(runtime, trajectory_note(NODE, state, f"no code: {failure}"))
+        return {"ending": StepEnding(outcome="llm_failed", detail=str(failure)), "attempts": state.attempts + 1,
+                "token_usage": [failure.usage]}
+    # A hand-written answer may leave the technique out; it then applies the first one offered.
+    applied = answer.value.model_copy(update={"technique": answer.value.technique or offered[0]})
+    candidate = save_candidate(resources.files, applied, state.next_attempt_label)
+    write_note(runtime, trajectory_note(NODE, state, f"{candidate.technique} -> {candidate.source}"))
+    return {"candidate": candidate, "attempts": state.attempts + 1, "token_usage": [answer.usage]}
+
+
+def _question(state: TrajectoryState, resources: RunResources, offered: list[str]) -> Question[CudaAnswer]:
+    context = resources.context
+    assert state.profiled is not None and state.matched is not None, "the state is extracted and matched first"
+    with resources.knowledge_base() as kb:
+        kb_state = kb.document.resolve_state(state.matched.state_id)
+        kb_slice = render_prompt_slice(kb_state, state.choices, context.kb_slice_tokens) if kb_state else ""
+    return load_prompt(NODE).question(
+        role="lowering", node=NODE, key=f"{state.next_attempt_label}.{NODE}", schema=CudaAnswer,
+        check=lambda answer: _problem_with(answer, offered),
+        pytorch_source=resources.problem.source, header=resources.header,
+        current_source=resources.files.read(state.current.source), current_time=_timing(state),
+        profile=profile_view(resources, state.current).findings,
+        state=f"{state.profiled.name}: {state.profiled.primary_bottleneck}. {state.profiled.description}",
+        kb_slice=kb_slice, offered=", ".join(offered),
+        allowed_libraries=", ".join(context.allow) or "none", precision=context.precision,
+        feedback=feedback_section(resources.files, state.feedback),
+    )
+
+
+def _problem_with(answer: CudaAnswer, offered: list[str]) -> str | None:
+    if answer.technique is not None and answer.technique not in offered:
+        return f"technique must be one of the offered optimizations: {', '.join(offered)}"
+    return check_cuda(answer)
+
+
+def _timing(state: TrajectoryState) -> str:
+    speedup = f", {state.current.speedup:.2f}x vs PyTorch" if state.current.speedup is not None else ""
+    return f"{state.current.time_ms:.4f} ms per call{speedup}"

@@ -1,0 +1,64 @@
+"""`perf_gap_analysis`: the second half of the textual gradient — why the outcomes of the iteration
+differ from the KB's predictions, reasoned from the policy evaluation and the kernels' profiles.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from graph.agents import AgentFailed
+from graph.context import RunContext
+from graph.progress import ProgressNote, write_note
+from graph.services import RunResources, Services
+from graph.state import KernelRef, LearningNote, OptimizationState
+from nodes.extract_state import profile_view
+from nodes.policy_evaluation import iteration_steps, skipped_note
+from nodes.prompting import load_prompt
+
+NODE = "perf_gap_analysis"
+MAX_PROFILED_KERNELS = 8
+
+
+class GapAnalysis(BaseModel):
+    """Why predictions and outcomes differ, and what the KB should believe instead."""
+
+    analysis: str = Field(description="The reasoning, citing profile numbers")
+    wrong_assumptions: list[str] = Field(default_factory=list, description="Beliefs the evidence contradicts")
+    lessons: list[str] = Field(default_factory=list, description="What the KB should learn, one per item")
+
+
+def perf_gap_analysis(state: OptimizationState, runtime: Runtime[RunContext], *,
+                      services: Services) -> dict[str, object]:
+    evaluation = learning_note(state, "policy_evaluation")
+    if evaluation is None or evaluation.path is None:
+        return {"learning": [skipped_note(state.iteration, NODE, "no policy evaluation to analyse")]}
+    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+    question = load_prompt(NODE).question(
+        role="perf_gap_analysis", node=NODE, key=f"i{state.iteration}.{NODE}", schema=GapAnalysis,
+        evaluation=resources.files.read(evaluation.path), profiles=_profiles(state, resources),
+    )
+    try:
+        answer = resources.agent("perf_gap_analysis").ask(question)
+    except AgentFailed as failure:
+        return {"learning": [skipped_note(state.iteration, NODE, str(failure))], "token_usage": [failure.usage]}
+    path = resources.files.save(resources.files.learning_path(state.iteration, NODE), answer.value)
+    write_note(runtime, ProgressNote(node=NODE, iteration=state.iteration, text=answer.value.analysis[:160]))
+    note = LearningNote(iteration=state.iteration, stage=NODE, summary=answer.value.analysis[:500], path=path)
+    return {"learning": [note], "token_usage": [answer.usage]}
+
+
+def learning_note(state: OptimizationState, stage: str) -> LearningNote | None:
+    """This iteration's note of `stage`, if that stage ran."""
+    return next((n for n in reversed(state.learning) if n.iteration == state.iteration and n.stage == stage), None)
+
+
+def _profiles(state: OptimizationState, resources: RunResources) -> str:
+    kernels: dict[str, KernelRef] = {}
+    for step in iteration_steps(state):
+        for kernel in (step.before, step.after):
+            if kernel is not None:
+                kernels.setdefault(kernel.sha256, kernel)
+    lines = [f"- {k.label} ({k.technique or 'initial'}, {k.time_ms:.4f} ms): {profile_view(resources, k).summary}"
+             for k in list(kernels.values())[:MAX_PROFILED_KERNELS]]
+    return "\n".join(lines) or "(no profiles)"

@@ -1,0 +1,86 @@
+"""`record_step`: put the step in the replay buffer, teach the KB its outcome, and move the trajectory on.
+
+The KB learns deterministically from every attempt that reached the harness (failures are evidence too),
+under the event id (run, iteration, trajectory, step): a resumed run that records the step again changes
+nothing. A suspicious result counts as an attempt but is never rewarded, and never becomes the kernel the
+trajectory stands on. A faster kernel does, and the next step starts from it.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from graph.context import RunContext
+from graph.progress import trajectory_note, write_note
+from graph.services import RunResources, Services
+from graph.state import StepEnding, StepRecord, TrajectoryState, faster_kernel
+from kb.errors import KBLookupError
+from kb.outcomes import EventId, OutcomeEvent
+from kb.schema import OutcomeStatus
+
+NODE = "record_step"
+
+KB_STATUS: dict[str, OutcomeStatus] = {
+    "measured": OutcomeStatus.MEASURED,
+    "suspicious": OutcomeStatus.SUSPICIOUS,
+    "compile_failed": OutcomeStatus.COMPILE_FAILED,
+    "verify_failed": OutcomeStatus.VERIFY_FAILED,
+    "crashed": OutcomeStatus.CRASHED,
+}
+
+
+def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+    ending = state.ending
+    assert ending is not None and state.matched is not None, "a step ends before it is recorded"
+    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+    technique = state.candidate.technique if state.candidate else None
+    speedup = state.current.time_ms / ending.after.time_ms if ending.after else None
+    record = StepRecord(
+        iteration=state.iteration, trajectory=state.trajectory, step=state.step, state_id=state.matched.state_id,
+        state_name=state.matched.name, discovered_state=state.matched.discovered, technique=technique,
+        predicted_speedup=next((c.expected_speedup for c in state.choices if c.technique == technique), None),
+        outcome=ending.outcome, attempts=state.attempts, detail=ending.detail[:500], before=state.current,
+        after=ending.after, speedup=speedup, kb_updated=_teach_kb(resources, state, technique, speedup),
+    )
+    write_note(runtime, trajectory_note(NODE, state, _describe(record)))
+    return {"steps": [record], **_moved_on(state, ending, technique)}
+
+
+def _teach_kb(resources: RunResources, state: TrajectoryState, technique: str | None, speedup: float | None) -> bool:
+    """Record the outcome in the KB; False when it is not a kernel's outcome (no code was written)."""
+    status = KB_STATUS.get(state.ending.outcome) if state.ending else None
+    if status is None or technique is None or state.matched is None:
+        return False
+    event = OutcomeEvent(
+        event_id=EventId(run_id=state.run_id, iteration=state.iteration, trajectory=state.trajectory,
+                         step=state.step),
+        state_id=state.matched.state_id, technique=technique, status=status,
+        speedup=speedup if status is OutcomeStatus.MEASURED else None, previous_technique=state.current.technique,
+    )
+    with resources.knowledge_base() as kb:
+        try:
+            kb.record_outcome(event)
+        except KBLookupError:
+            return False  # the state or technique left the KB meanwhile (merged away, deprecated)
+    return True
+
+
+def _moved_on(state: TrajectoryState, ending: StepEnding, technique: str | None) -> dict[str, object]:
+    measured = ending.after if ending.outcome == "measured" else None
+    faster = measured if measured is not None and measured.time_ms < state.current.time_ms else None
+    return {
+        "current": faster or state.current,
+        "best": faster_kernel(state.best, measured),
+        "tried": [] if faster else [*state.tried, *([technique] if technique else [])],
+        "failed_steps": 0 if measured else state.failed_steps + 1,
+        "step": state.step + 1,
+        "choices": [], "candidate": None, "feedback": None, "ending": None,
+        "attempts": 0, "compile_failures": 0, "verify_failures": 0,
+    }
+
+
+def _describe(record: StepRecord) -> str:
+    what = record.technique or "no code"
+    if record.speedup is not None:
+        return f"{what}: {record.outcome}, {record.speedup:.2f}x over the step's start"
+    return f"{what}: {record.outcome}"

@@ -1,0 +1,44 @@
+"""`select_optimizations`: sample the top-k optimizations of the matched state from the KB.
+
+Sampling is weighted by expected gain, not an argmax (`kb.selection`), under a seed derived from the
+run's seed and the step's place, so each trajectory explores differently and a resumed step draws the
+same. Techniques already tried on this very kernel, and the one that produced it, are left out; that one
+also conditions the draw (phase ordering: what tends to work right after it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from langgraph.runtime import Runtime
+
+from graph.context import RunContext
+from graph.progress import trajectory_note, write_note
+from graph.services import Services
+from graph.state import TrajectoryState
+
+NODE = "select_optimizations"
+
+
+def select_optimizations(state: TrajectoryState, runtime: Runtime[RunContext], *,
+                         services: Services) -> dict[str, object]:
+    if state.matched is None:
+        write_note(runtime, trajectory_note(NODE, state, "no KB state to draw optimizations from"))
+        return {"choices": []}
+    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+    with resources.knowledge_base() as kb:
+        kb_state = kb.document.resolve_state(state.matched.state_id)
+        choices = [] if kb_state is None else kb.select_optimizations(
+            kb_state, runtime.context.top_k, rng_seed=step_seed(runtime.context.seed, state),
+            previous_technique=state.current.technique,
+            exclude=[*state.tried, *([state.current.technique] if state.current.technique else [])],
+        )
+    text = ", ".join(f"{c.technique} ({c.expected_speedup:.2f}x)" for c in choices) or "nothing left to try"
+    write_note(runtime, trajectory_note(NODE, state, text))
+    return {"choices": choices}
+
+
+def step_seed(seed: int, state: TrajectoryState) -> int:
+    """A seed for this step's draw, the same on every replay of it."""
+    text = f"{seed}/{state.run_id}/{state.iteration}/{state.trajectory}/{state.step}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")

@@ -1,0 +1,50 @@
+"""`setup`: open the run directory, load the problem, time and profile the PyTorch baselines.
+
+The baselines are what every speedup is measured against; their profile is kept beside them for the
+report. The problem's generated `kb_problem.h` is written to the run directory, as the agents see it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from langgraph.runtime import Runtime
+
+from graph.context import RunContext
+from graph.progress import ProgressNote, write_note
+from graph.run_files import write_text_atomically
+from graph.services import Services
+from graph.state import BaselineSummary, OptimizationState
+
+_NOT_IN_RUN_ID = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+    run_dir = str(Path(runtime.context.run_dir or default_run_dir(state.problem_path, runtime)).resolve())
+    resources = services.for_run(runtime.context, state.problem_path, run_dir)
+    files = resources.files
+    write_text_atomically(files.header, resources.header)
+    with resources.pool.acquire() as evaluator:
+        baseline = evaluator.baseline()
+        profile = evaluator.profile_baseline() if runtime.context.profile else None
+    files.save("baseline/timing.json", baseline)
+    if profile is not None:
+        files.save("baseline/profile.json", profile)
+    summary = BaselineSummary(eager_ms=baseline.eager.median_ms,
+                              compile_ms=baseline.compiled.median_ms if baseline.compiled else None,
+                              best_ms=baseline.best_ms)
+    compiled = f", torch.compile {summary.compile_ms:.4f} ms" if summary.compile_ms is not None else ""
+    write_note(runtime, ProgressNote(node="setup", text=f"PyTorch eager {summary.eager_ms:.4f} ms{compiled}"))
+    return {"run_dir": run_dir, "run_id": run_id_for(run_dir), "baseline": summary}
+
+
+def default_run_dir(problem_path: str, runtime: Runtime[RunContext]) -> Path:
+    """Where a run started without a run directory (from Studio) keeps its files: one per thread."""
+    thread = runtime.execution_info.thread_id if runtime.execution_info else None
+    return Path("runs") / f"{Path(problem_path).stem}-{(thread or 'run')[:8]}"
+
+
+def run_id_for(run_dir: str) -> str:
+    """The run's id in KB event ids and snapshot names: the run directory's name, made file-name safe."""
+    return _NOT_IN_RUN_ID.sub("_", Path(run_dir).name).lstrip("_.-")[:128] or "run"

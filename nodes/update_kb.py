@@ -1,0 +1,109 @@
+"""`update_kb`: the parameter update of the textual gradient — turn the iteration's gap analysis into KB
+edits, applied through the KB's validated edit schema, then snapshot the KB for the iteration.
+
+The edits and what became of each are kept in the run directory. A resumed run that reaches this node
+again finds them there and does not apply them twice (and the journal replays the same answer).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from graph.agents import AgentFailed, Question
+from graph.context import RunContext
+from graph.progress import ProgressNote, write_note
+from graph.services import RunResources, Services
+from graph.state import LearningNote, OptimizationState, TokenUsage
+from kb.edits import AddLesson, AddOptimization, Deprecate, EditResult, MergeStates, SetDescription, SetPrior
+from kb.prompt_slice import describe_evidence
+from kb.schema import KBDocument
+from nodes.perf_gap_analysis import learning_note
+from nodes.policy_evaluation import iteration_steps, skipped_note
+from nodes.prompting import load_prompt
+
+NODE = "update_kb"
+
+# New states come from match_state, with a measured signature; the learning step edits what exists.
+LearningEdit = Annotated[
+    AddOptimization | SetPrior | SetDescription | AddLesson | Deprecate | MergeStates, Field(discriminator="kind")
+]
+
+
+class KBUpdate(BaseModel):
+    """The edits the analysis supports (possibly none), and why."""
+
+    edits: list[LearningEdit] = Field(default_factory=list, max_length=12)
+    rationale: str
+
+
+class AppliedUpdate(BaseModel):
+    update: KBUpdate
+    results: list[EditResult]
+
+
+def update_kb(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+    analysis = learning_note(state, "perf_gap_analysis")
+    if analysis is None or analysis.path is None:
+        note, usage = skipped_note(state.iteration, NODE, "no gap analysis to learn from"), []
+    else:
+        note, usage = _update(state, resources, analysis.path)
+    with resources.knowledge_base() as kb:
+        kb.write_snapshot(state.run_id, state.iteration)
+    write_note(runtime, ProgressNote(node=NODE, iteration=state.iteration, text=note.summary[:160]))
+    return {"learning": [note], "token_usage": usage}
+
+
+def _update(state: OptimizationState, resources: RunResources,
+            analysis_path: str) -> tuple[LearningNote, list[TokenUsage]]:
+    files = resources.files
+    path = files.learning_path(state.iteration, NODE)
+    if files.path(path).exists():
+        applied = AppliedUpdate.model_validate_json(files.read(path))
+        return _note(state.iteration, applied, path), []
+    try:
+        answer = resources.agent("parameter_update").ask(_question(state, resources, analysis_path))
+    except AgentFailed as failure:
+        return skipped_note(state.iteration, NODE, str(failure)), [failure.usage]
+    with resources.knowledge_base() as kb:
+        results = kb.apply_edits(answer.value.edits)
+    applied = AppliedUpdate(update=answer.value, results=results)
+    files.save(path, applied)
+    return _note(state.iteration, applied, path), [answer.usage]
+
+
+def _question(state: OptimizationState, resources: RunResources, analysis_path: str) -> Question[KBUpdate]:
+    state_ids = sorted({step.state_id for step in iteration_steps(state)})
+    with resources.knowledge_base() as kb:
+        document = kb.document
+        states = "\n\n".join(describe_kb_state(document, state_id) for state_id in state_ids)
+        catalogue = ", ".join(sorted(document.techniques))
+    return load_prompt(NODE).question(
+        role="parameter_update", node=NODE, key=f"i{state.iteration}.{NODE}", schema=KBUpdate,
+        iteration=state.iteration + 1, analysis=resources.files.read(analysis_path), states=states,
+        catalogue=catalogue,
+    )
+
+
+def describe_kb_state(document: KBDocument, state_id: str) -> str:
+    state = document.resolve_state(state_id)
+    if state is None:
+        return f"{state_id}: no longer in the KB"
+    lines = [f"{state.id} ({state.name}): primary {state.primary_bottleneck}; {state.description}"]
+    for optimization in state.optimizations:
+        retired = f" [deprecated: {optimization.deprecated}]" if optimization.deprecated else ""
+        lines.append(f"- {optimization.technique}: prior {optimization.prior_speedup:.2f}x, "
+                     f"{describe_evidence(optimization.stats)}{retired}")
+        lines += [f"    lesson: {lesson}" for lesson in optimization.lessons]
+    return "\n".join(lines)
+
+
+def _note(iteration: int, applied: AppliedUpdate, path: str) -> LearningNote:
+    done = sum(result.applied for result in applied.results)
+    rejected = [f"{r.kind}: {r.reason}" for r in applied.results if not r.applied]
+    summary = f"{done} of {len(applied.results)} edits applied" + (f"; rejected {'; '.join(rejected)}"
+                                                                     if rejected else "")
+    return LearningNote(iteration=iteration, stage=NODE, summary=summary[:500], path=path)

@@ -1,0 +1,50 @@
+"""`verify`: run every correctness check of the harness on a GPU, then the LLM soft check that the kernel
+still does everything the PyTorch model does.
+
+A wrong result leaves the failing check's detail as feedback for the next lowering try, or ends the step
+when its verify retries are spent; a crash or a hang ends the step at once.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from graph.context import RunContext
+from graph.progress import trajectory_note, write_note
+from graph.services import Services
+from graph.state import Feedback, StepEnding, TokenUsage, TrajectoryState
+from nodes.kernels import soft_verify, verify_feedback, verify_on_gpu
+
+NODE = "verify"
+
+
+def verify(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+    candidate = state.candidate
+    assert candidate is not None, "lower wrote a candidate"
+    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+    files = resources.files
+    result = verify_on_gpu(resources, resources.build(files.read(candidate.source), candidate.label))
+    files.save(files.result_path(candidate.label, "verify"), result)
+    if result.verdict in ("crash", "timeout"):
+        write_note(runtime, trajectory_note(NODE, state, f"{result.verdict}: {result.summary[:200]}"))
+        return {"ending": StepEnding(outcome="crashed", detail=result.summary)}
+    if result.verdict != "ok":
+        return _wrong(runtime, state, verify_feedback(candidate, result), [])
+    usage: list[TokenUsage] = []
+    if runtime.context.soft_verify:
+        problem, spent = soft_verify(resources, candidate, NODE)
+        usage += [spent] if spent else []
+        if problem:
+            return _wrong(runtime, state, Feedback(stage="verify", candidate_source=candidate.source,
+                                                   message=problem), usage)
+    write_note(runtime, trajectory_note(NODE, state, "correct"))
+    return {"feedback": None, "token_usage": usage}
+
+
+def _wrong(runtime: Runtime[RunContext], state: TrajectoryState, feedback: Feedback,
+           usage: list[TokenUsage]) -> dict[str, object]:
+    failures = state.verify_failures + 1
+    write_note(runtime, trajectory_note(NODE, state, f"wrong ({failures}): {feedback.message[:200]}"))
+    ending = (StepEnding(outcome="verify_failed", detail=feedback.message)
+              if failures > runtime.context.verify_retries else None)
+    return {"verify_failures": failures, "feedback": feedback, "ending": ending, "token_usage": usage}

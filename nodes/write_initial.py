@@ -1,0 +1,46 @@
+"""`write_initial`: the first CUDA of the run — the `--init` file, or written by the lowering agent from
+the PyTorch source. On a retry (the last draft failed to build or verify) the agent fixes the last draft,
+shown why it failed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from langgraph.runtime import Runtime
+
+from graph.agents import AgentFailed, Question
+from graph.context import RunContext
+from graph.progress import ProgressNote, write_note
+from graph.services import RunResources, Services
+from graph.state import OptimizationState
+from nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
+from nodes.prompting import load_prompt
+
+
+def write_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
+                  services: Services) -> dict[str, object]:
+    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+    label = f"initial-a{state.initial_attempts}"
+    if state.init_kernel and state.initial_attempts == 0:
+        answer = CudaAnswer(explanation=f"given with --init {state.init_kernel}",
+                            cuda_source=Path(state.init_kernel).read_text())
+        write_note(runtime, ProgressNote(node="write_initial", text=f"initial CUDA from {state.init_kernel}"))
+        return {"draft": save_candidate(resources.files, answer, label)}
+    try:
+        reply = resources.agent("lowering").ask(_question(state, resources, label))
+    except AgentFailed as failure:
+        write_note(runtime, ProgressNote(node="write_initial", text=f"no initial CUDA: {failure}"))
+        return {"draft": None, "token_usage": [failure.usage]}
+    write_note(runtime, ProgressNote(node="write_initial", text=f"initial CUDA written ({label})"))
+    return {"draft": save_candidate(resources.files, reply.value, label), "token_usage": [reply.usage]}
+
+
+def _question(state: OptimizationState, resources: RunResources, label: str) -> Question[CudaAnswer]:
+    context = resources.context
+    return load_prompt("write_initial").question(
+        role="lowering", node="write_initial", key=f"{label}.write_initial", schema=CudaAnswer, check=check_cuda,
+        pytorch_source=resources.problem.source, header=resources.header,
+        allowed_libraries=", ".join(context.allow) or "none", precision=context.precision,
+        feedback=feedback_section(resources.files, state.initial_feedback),
+    )

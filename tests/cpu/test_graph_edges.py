@@ -1,0 +1,166 @@
+"""Every branch of the optimization graph, each driven by scripted agents and recorded evaluations, with
+the path the run took asserted from the streamed node names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fixtures.graph.recorded_evaluator import EvaluationLog
+from fixtures.graph.scenario import (
+    FAITHFUL,
+    applies_first_offered,
+    chat_models,
+    initial_kernel,
+    run_graph,
+    services_for,
+    small_context,
+)
+from fixtures.graph.scripted_chat import connection_error
+
+from graph.state import StepRecord
+from kb.edits import Deprecate
+from kb.store import KnowledgeBase
+from nodes.kernels import SoftVerdict
+
+
+def _run(tmp_path: Path, lowering: list, log: EvaluationLog | None = None, **settings):
+    models = chat_models(lowering, **settings.pop("roles", {}))
+    return run_graph(services_for(models, log or EvaluationLog()), small_context(tmp_path, **settings)), models
+
+
+def _steps(finished) -> list[StepRecord]:
+    return finished.state["steps"]
+
+
+def test_a_correct_faster_kernel_becomes_the_best_and_is_written_as_best_cu(tmp_path: Path) -> None:
+    finished, _ = _run(tmp_path, [initial_kernel("ok 0.9"), applies_first_offered("ok 0.5"),
+                                  applies_first_offered("ok 0.45")])
+    assert finished.follows("check_initial", "start_iteration")
+    assert finished.follows("start_iteration", "trajectory/extract_state")
+    assert finished.follows("trajectory/select_optimizations", "trajectory/lower")
+    assert finished.follows("trajectory/compile", "trajectory/verify")
+    assert finished.follows("trajectory/verify", "trajectory/evaluate")
+    assert finished.follows("trajectory/record_step", "trajectory/extract_state")
+    assert finished.follows("update_kb", "finish")
+    assert finished.state["best"].time_ms == 0.45
+    assert "RECORDED: ok 0.45" in (tmp_path / "run" / "best.cu").read_text()
+
+
+def test_an_initial_draft_that_fails_to_compile_is_rewritten_with_the_compiler_message(tmp_path: Path) -> None:
+    finished, models = _run(tmp_path, [initial_kernel("compile_error"), initial_kernel("ok 0.9"),
+                                       applies_first_offered("ok 0.5")], depth=1)
+    assert finished.follows("check_initial", "write_initial")
+    assert finished.state["initial"].label == "initial-a1"
+    assert 'identifier "flaot" is undefined' in models["lowering"].prompts[1][1].content
+
+
+def test_a_run_whose_initial_drafts_all_fail_finishes_without_a_kernel(tmp_path: Path) -> None:
+    finished, _ = _run(tmp_path, [initial_kernel("incorrect"), initial_kernel("incorrect")], initial_retries=1)
+    assert finished.follows("check_initial", "finish")
+    assert "start_iteration" not in finished.path
+    assert finished.state.get("best") is None
+    assert not (tmp_path / "run" / "best.cu").exists()
+    assert "No correct CUDA kernel" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_a_compile_error_sends_the_step_back_to_lower_with_the_compiler_output(tmp_path: Path) -> None:
+    finished, models = _run(tmp_path, [initial_kernel(), applies_first_offered("compile_error"),
+                                       applies_first_offered("ok 0.5")], depth=1)
+    assert finished.follows("trajectory/compile", "trajectory/lower")
+    retry_prompt = models["lowering"].prompts[2][1].content
+    assert "did not compile" in retry_prompt and 'identifier "flaot" is undefined' in retry_prompt
+    assert _steps(finished)[0].outcome == "measured" and _steps(finished)[0].attempts == 2
+
+
+def test_compile_errors_past_the_retry_limit_end_the_step_as_a_failed_attempt_in_the_kb(tmp_path: Path) -> None:
+    finished, _ = _run(tmp_path, [initial_kernel(), applies_first_offered("compile_error"),
+                                  applies_first_offered("compile_error")], depth=1, compile_retries=1)
+    assert finished.follows("trajectory/compile", "trajectory/record_step")
+    step = _steps(finished)[0]
+    assert (step.outcome, step.attempts, step.kb_updated) == ("compile_failed", 2, True)
+    stats = KnowledgeBase.load(tmp_path / "kb" / "kb.json").document.states[step.state_id].optimization(
+        step.technique).stats
+    assert (stats.attempts, stats.compile_failures) == (1, 1)
+
+
+def test_a_wrong_result_sends_the_step_back_to_lower_with_the_failing_check(tmp_path: Path) -> None:
+    finished, models = _run(tmp_path, [initial_kernel(), applies_first_offered("incorrect"),
+                                       applies_first_offered("ok 0.5")], depth=1)
+    assert finished.follows("trajectory/verify", "trajectory/lower")
+    assert "seed 0: 1200 of 4096 elements differ" in models["lowering"].prompts[2][1].content
+
+
+def test_wrong_results_past_the_retry_limit_end_the_step_as_verify_failed(tmp_path: Path) -> None:
+    finished, _ = _run(tmp_path, [initial_kernel(), applies_first_offered("incorrect")], depth=1, verify_retries=0)
+    assert finished.follows("trajectory/verify", "trajectory/record_step")
+    assert _steps(finished)[0].outcome == "verify_failed"
+
+
+def test_a_crash_ends_the_step_at_once_without_a_retry(tmp_path: Path) -> None:
+    finished, models = _run(tmp_path, [initial_kernel(), applies_first_offered("crash")], depth=1)
+    assert finished.follows("trajectory/verify", "trajectory/record_step")
+    assert _steps(finished)[0].outcome == "crashed"
+    assert len(models["lowering"].prompts) == 2
+
+
+def test_a_soft_verification_finding_is_sent_back_to_lower_like_a_wrong_result(tmp_path: Path) -> None:
+    unfaithful = SoftVerdict(faithful=False, problems=["the scale factor is never applied"])
+    finished, models = _run(tmp_path, [initial_kernel(), applies_first_offered("ok 0.5"),
+                                       applies_first_offered("ok 0.6")], depth=1,
+                            roles={"soft_verifier": [FAITHFUL, unfaithful, FAITHFUL]})
+    assert finished.follows("trajectory/verify", "trajectory/lower")
+    assert "the scale factor is never applied" in models["lowering"].prompts[2][1].content
+    assert finished.state["best"].time_ms == 0.6
+
+
+def test_an_unreachable_lowering_agent_fails_the_step_and_the_run_goes_on(tmp_path: Path) -> None:
+    finished, _ = _run(tmp_path, [initial_kernel(), connection_error(), applies_first_offered("ok 0.5")])
+    assert finished.follows("trajectory/lower", "trajectory/record_step")
+    first, second = _steps(finished)
+    assert (first.outcome, first.kb_updated) == ("llm_failed", False)
+    assert second.outcome == "measured"
+    assert finished.follows("update_kb", "finish")
+
+
+def test_a_suspicious_result_is_reported_but_neither_rewarded_nor_kept(tmp_path: Path) -> None:
+    finished, _ = _run(tmp_path, [initial_kernel("ok 0.9"), applies_first_offered("suspicious 0.01")], depth=1)
+    step = _steps(finished)[0]
+    assert step.outcome == "suspicious"
+    assert finished.state["best"].time_ms == 0.9
+    stats = KnowledgeBase.load(tmp_path / "kb" / "kb.json").document.states[step.state_id].optimization(
+        step.technique).stats
+    assert (stats.suspicious, stats.measured, stats.geomean_speedup) == (1, 0, None)
+    assert "Suspicious results" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_a_trajectory_that_keeps_failing_stops_before_its_depth(tmp_path: Path) -> None:
+    finished, _ = _run(tmp_path, [initial_kernel(), applies_first_offered("crash"), applies_first_offered("crash")],
+                       depth=4, max_failed_steps=2)
+    assert len(_steps(finished)) == 2
+    assert finished.follows("trajectory/record_step", "trajectory")
+
+
+def test_a_trajectory_ends_when_its_state_has_nothing_left_to_try(tmp_path: Path) -> None:
+    kb = KnowledgeBase.load(tmp_path / "kb" / "kb.json")
+    state = kb.document.states["memory_bandwidth_bound"]
+    kb.apply_edits([Deprecate(state_id=state.id, technique=o.technique, reason="retired for this test")
+                    for o in state.optimizations])
+    finished, models = _run(tmp_path, [initial_kernel()])
+    assert finished.follows("trajectory/select_optimizations", "trajectory")
+    assert _steps(finished) == [] and len(models["lowering"].prompts) == 1
+
+
+def test_more_iterations_loop_back_from_learning_to_a_new_iteration(tmp_path: Path) -> None:
+    finished, _ = _run(tmp_path, [initial_kernel(), applies_first_offered("ok 0.5"), applies_first_offered("ok 0.4")],
+                       iterations=2, depth=1)
+    assert finished.follows("update_kb", "start_iteration")
+    assert [step.iteration for step in _steps(finished)] == [0, 1]
+    assert _steps(finished)[1].before.time_ms == 0.5
+
+
+def test_trajectories_fan_out_and_their_steps_and_best_kernels_merge(tmp_path: Path) -> None:
+    finished, _ = _run(tmp_path, [initial_kernel(), applies_first_offered("ok 0.7"), applies_first_offered("ok 0.5"),
+                                  applies_first_offered("ok 0.6")], trajectories=3, depth=1)
+    assert finished.count("trajectory") == 3
+    assert sorted(step.trajectory for step in _steps(finished)) == [0, 1, 2]
+    assert finished.state["best"].time_ms == 0.5
