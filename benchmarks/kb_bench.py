@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kb.edits import AddLesson, AddState
+from kb.outcomes import EventId, OutcomeEvent
 from kb.schema import Optimization, OutcomeStats, OutcomeStatus, PerformanceState
 from kb.signature_fields import SIGNATURE_LENGTH
 from kb.store import KnowledgeBase
@@ -91,6 +93,77 @@ def grow_kb(kb: KnowledgeBase, states: int, tried_fraction: float, rng: random.R
         )
 
 
+def simulate_level(kb: KnowledgeBase, rng: random.Random) -> None:
+    """A level's worth of learning: 100 problems x 3 iterations x 4 trajectories x 3 steps of outcomes,
+    picked by the real selection from a home state (30% of steps drift to another), 20 new states and 80
+    lessons written by the learning step."""
+    seed_states = list(kb.document.states.values())
+    kb.apply_edits([AddState(state=learned_state(n, rng.choice(seed_states), rng)) for n in range(20)])
+    states = list(kb.document.states.values())
+    for problem in range(100):
+        home = rng.choice(states)
+        kb.record_outcomes(
+            [event for trajectory in range(12) for event in rollout(problem, trajectory, home, states, kb, rng)]
+        )
+    lesson = "only paid off once the loads were already coalesced and the tile fit in shared memory."
+    kb.apply_edits(
+        [
+            AddLesson(
+                state_id=state.id, technique=rng.choice(state.optimizations).technique, lesson=f"Lesson {n}: {lesson}"
+            )
+            for n, state in enumerate(rng.choices(states, k=80))
+        ]
+    )
+
+
+def learned_state(number: int, like: PerformanceState, rng: random.Random) -> PerformanceState:
+    return like.model_copy(
+        update={
+            "id": f"learned_{number}",
+            "arches": ["sm_90"],
+            "signature": [min(1.0, value + rng.uniform(0, 0.1)) for value in like.signature],
+            "optimizations": [
+                Optimization(technique=o.technique, prior_speedup=o.prior_speedup) for o in like.optimizations[:8]
+            ],
+        }
+    )
+
+
+def rollout(
+    problem: int,
+    trajectory: int,
+    home: PerformanceState,
+    states: list[PerformanceState],
+    kb: KnowledgeBase,
+    rng: random.Random,
+) -> list[OutcomeEvent]:
+    events, previous, state = [], None, home
+    for step in range(3):
+        state = rng.choice(states) if rng.random() < 0.3 else state
+        [choice] = kb.select_optimizations(state, 1, rng_seed=rng.randrange(1 << 30), previous_technique=previous)
+        status = rng.choice(
+            [OutcomeStatus.MEASURED] * 3
+            + [OutcomeStatus.COMPILE_FAILED, OutcomeStatus.VERIFY_FAILED, OutcomeStatus.SUSPICIOUS]
+        )
+        events.append(
+            OutcomeEvent(
+                event_id=EventId(
+                    run_id=f"level-problem-{problem:03d}",
+                    iteration=trajectory // 4,
+                    trajectory=trajectory % 4,
+                    step=step,
+                ),
+                state_id=state.id,
+                technique=choice.technique,
+                status=status,
+                speedup=rng.uniform(0.7, 2.0) if status is OutcomeStatus.MEASURED else None,
+                previous_technique=previous,
+            )
+        )
+        previous = choice.technique
+    return events
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--states", type=int, default=10_000)
@@ -106,6 +179,14 @@ def main() -> None:
     rng = random.Random(0)
 
     with tempfile.TemporaryDirectory() as directory:
+        level_kb = KnowledgeBase.load(Path(directory) / "level.json")
+        seed_size = level_kb.size_bytes()
+        simulate_level(level_kb, rng)
+        print(
+            f"seed KB {seed_size / 1e3:.1f} kB; after a simulated level of learning "
+            f"{level_kb.size_bytes() / 1e3:.1f} kB"
+        )
+
         path = Path(directory) / "kb.json"
         kb = KnowledgeBase.load(path)
         grow_kb(kb, args.states, args.tried_fraction, rng)

@@ -1,1 +1,51 @@
-"""The knowledge base: performance states, optimizations with learned scores, their index and selection."""
+"""The knowledge base: performance states, optimizations with learned scores, their index and selection.
+
+What the graph's nodes use, re-exported here:
+- `KnowledgeBase.load(path)`: the store (`nearest_states`, `select_optimizations`, `record_outcome(s)`,
+  `apply_edits`, `prune`, `write_snapshot` / `restore_snapshot`);
+- `OutcomeEvent` / `EventId`: one measured (or failed) rollout step;
+- `KBEdit` and its kinds: what the learning step may propose; `EditResult`: what became of it;
+- `render_prompt_slice`: the KB as a lowering agent sees it;
+- `SIGNATURE_FIELDS`: the 24-value signature layout shared with the harness.
+"""
+
+from kb.edits import (
+    AddLesson,
+    AddOptimization,
+    AddState,
+    Deprecate,
+    EditResult,
+    KBEdit,
+    MergeStates,
+    SetDescription,
+    SetPrior,
+)
+from kb.index import StateMatch
+from kb.outcomes import EventId, OutcomeEvent
+from kb.prompt_slice import render_prompt_slice
+from kb.schema import OutcomeStatus, PerformanceState
+from kb.selection import SelectedOptimization, SelectionPolicy
+from kb.signature_fields import SIGNATURE_FIELDS
+from kb.store import KnowledgeBase
+
+__all__ = [
+    "SIGNATURE_FIELDS",
+    "AddLesson",
+    "AddOptimization",
+    "AddState",
+    "Deprecate",
+    "EditResult",
+    "EventId",
+    "KBEdit",
+    "KnowledgeBase",
+    "MergeStates",
+    "OutcomeEvent",
+    "OutcomeStatus",
+    "PerformanceState",
+    "SelectedOptimization",
+    "SelectionPolicy",
+    "SetDescription",
+    "SetPrior",
+    "StateMatch",
+    "render_prompt_slice",
+]

@@ -18,10 +18,22 @@ from kb.migrate import READABLE_VERSIONS, migrate_to_current, schema_version_of
 from kb.schema import SCHEMA_VERSION, KBDocument
 from kb.signature_fields import SIGNATURE_FIELDS
 
-# A JSON array of plain numbers, as pydantic's indented dump spreads it over one line per number.
 _Parsed = TypeVar("_Parsed")
 
-_NUMBER_ARRAY = re.compile(r"\[\s*(-?[0-9][-0-9.eE+]*(?:,\s*-?[0-9][-0-9.eE+]*)*)\s*\]")
+# Where a record starts in pydantic's compact JSON, and how deep to indent it. Inside JSON strings every
+# quote is escaped, so an unescaped `{"technique":` (say) can only be structure, never text.
+_TOP_LEVEL_KEYS = "signature_fields|techniques|states|transitions|state_aliases|applied_events"
+_RECORD_STARTS = (
+    (re.compile(rf'(?<=[{{,])(?="(?:{_TOP_LEVEL_KEYS})":)'), ""),
+    (re.compile(r'(?<=[{,])(?="[^"]+":\{"category":)'), "  "),
+    (re.compile(r'(?<=[{,])(?="[^"]+":\{"id":)'), "  "),
+    (re.compile(r'(?=\{"technique":)'), "    "),
+    (re.compile(r'(?=\{"before":)'), "  "),
+)
+# A run's event ids; looked for only after `"applied_events":`, the last key, since other string lists
+# (arches, secondary characteristics) look the same.
+_RUN_START = re.compile(r'(?<=[{,])(?="[^"]+":\[")')
+_EVENTS_KEY = '"applied_events":'
 
 
 @dataclass(frozen=True)
@@ -72,9 +84,15 @@ def _decode_carefully(path: Path, raw: bytes) -> DecodedKB:
 
 
 def encode(document: KBDocument) -> bytes:
-    """The document as indented JSON, numeric arrays (signatures) kept on one line, defaults left out."""
-    text = document.model_dump_json(indent=1, exclude_defaults=True)
-    return _NUMBER_ARRAY.sub(lambda match: "[" + re.sub(r",\s*", ", ", match.group(1)) + "]", text).encode()
+    """The document as JSON with one record per line (a technique, a state's header, an optimization, a
+    transition, a run's event ids) and default values left out: readable and diffable, yet compact and
+    fast to write, which an indented dump of a large KB is not."""
+    text = document.model_dump_json(exclude_defaults=True)
+    for pattern, indent in _RECORD_STARTS:
+        text = pattern.sub("\n" + indent, text)
+    records, events_key, runs = text.partition(_EVENTS_KEY)
+    text = records + events_key + _RUN_START.sub("\n  ", runs)
+    return (text[:-1] + "\n}\n").encode()
 
 
 def _parse_json(path: Path, raw: bytes) -> dict[str, Any]:

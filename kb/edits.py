@@ -46,7 +46,9 @@ class AddState(KBModel):
         unknown = [o.technique for o in self.state.optimizations if o.technique not in document.techniques]
         if unknown:
             raise EditRejected(f"unknown techniques {', '.join(unknown)}: add them with add_optimization")
-        document.states[self.state.id] = self.state
+        # Profiles give 17 significant digits; four decimals are far below their noise and a third the size.
+        signature = [round(value, 4) for value in self.state.signature]
+        document.states[self.state.id] = self.state.model_copy(update={"signature": signature})
 
 
 class AddOptimization(KBModel):

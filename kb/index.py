@@ -14,11 +14,15 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kb.safe_files import exclusive_lock
 from kb.schema import KBDocument, PerformanceState
 from kb.signature_fields import SIGNATURE_FIELDS, check_signature
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
 
 COLLECTION_NAME = "state_signatures"
 # Cosine distance added to a state never seen on the query's arch: a KB learned on one GPU still helps
@@ -62,7 +66,7 @@ class SignatureIndex:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._collection: Any = None
+        self._collection: Collection | None = None
 
     def sync(self, document: KBDocument, document_hash: str) -> None:
         """Make the index hold exactly the live states of `document`, whose `content_hash` is given."""
@@ -111,9 +115,8 @@ class SignatureIndex:
         self._collection = None
         _forget_cached_clients()
         shutil.rmtree(self.directory, ignore_errors=True)
-        self._open()
         self._upsert(indexed_states(document))
-        self._collection.modify(metadata={_HASH_KEY: document_hash})
+        self._open().modify(metadata={_HASH_KEY: document_hash})
 
     def _upsert(self, states: list[PerformanceState]) -> None:
         collection = self._open()
@@ -126,7 +129,7 @@ class SignatureIndex:
                 metadatas=[{"arches": ",".join(state.arches), "fingerprint": _fingerprint(state)} for state in chunk],
             )
 
-    def _open(self) -> Any:
+    def _open(self) -> Collection:
         if self._collection is None:
             self._collection = _client(self.directory).get_or_create_collection(
                 COLLECTION_NAME, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
@@ -150,7 +153,7 @@ def nearest_states(
     return matches[:k]
 
 
-def _client(directory: Path) -> Any:
+def _client(directory: Path) -> ClientAPI:
     # Imported here: chromadb takes about a second to import, and most KB commands never query.
     import chromadb
     from chromadb.config import Settings

@@ -6,7 +6,7 @@ Each event carries an id (run, iteration, trajectory, step) that the KB remember
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import Field, StringConstraints, model_validator
@@ -16,7 +16,10 @@ from kb.schema import KBDocument, KBModel, Optimization, OutcomeStatus, Slug, Tr
 
 # Event ids are remembered for the most recent runs only (a level of problems would otherwise fill the
 # file with ids); only a recent run can be resumed.
-REMEMBERED_RUNS = 32
+REMEMBERED_RUNS = 16
+# Technique pairs grow quadratically with the catalogue; past this many, the pair with the least evidence
+# makes room, so phase-ordering knowledge stays a small part of the file.
+MAX_TRANSITIONS = 128
 
 # Run ids name snapshot folders, so they are restricted to characters safe in a file name.
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
@@ -92,9 +95,16 @@ def _optimization_for(document: KBDocument, event: OutcomeEvent) -> Optimization
 def _transition_for(document: KBDocument, before: str, after: str) -> Transition:
     transition = document.transition(before, after)
     if transition is None:
+        if len(document.transitions) >= MAX_TRANSITIONS:
+            document.transitions.remove(min(document.transitions, key=_evidence))
         transition = Transition(before=before, after=after)
         document.transitions.append(transition)
     return transition
+
+
+def _evidence(transition: Transition) -> tuple[int, int, datetime]:
+    stats = transition.stats
+    return (stats.measured, stats.attempts, stats.updated_at or datetime.min.replace(tzinfo=UTC))
 
 
 def _remember(document: KBDocument, event_id: EventId) -> None:

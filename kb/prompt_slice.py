@@ -64,8 +64,12 @@ def _state_pieces(state: PerformanceState, match: StateMatch | None) -> list[_Pi
 
 
 def _match_line(match: StateMatch) -> str:
-    seen = ", ".join(match.state.arches) or "no GPU yet (seed knowledge)"
-    where = "this GPU's arch" if match.same_arch else f"other arches only ({seen})"
+    if match.same_arch:
+        where = "this GPU's arch"
+    elif match.state.arches:
+        where = f"other GPUs only ({', '.join(match.state.arches)})"
+    else:
+        where = "the seed KB, not yet from any GPU"
     return f"Matched at cosine distance {match.distance:.3f}; evidence from {where}."
 
 
@@ -90,7 +94,7 @@ def describe_evidence(stats: OutcomeStats) -> str:
     """The statistics of an optimization in a few words: `untried`, or attempts, outcomes and speedups."""
     if stats.attempts == 0:
         return "untried"
-    parts = [f"{stats.attempts} attempts", f"{stats.measured} measured"]
+    parts = [f"{stats.attempts} attempt{'s' if stats.attempts != 1 else ''}", f"{stats.measured} measured"]
     if stats.geomean_speedup is not None:
         parts.append(f"geomean {stats.geomean_speedup:.2f}x, best {stats.best_speedup:.2f}x")
         parts.append(f"confidence {stats.confidence:.2f}")

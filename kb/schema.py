@@ -146,7 +146,7 @@ class OutcomeStats(KBModel):
             suspicious=self.suspicious + other.suspicious,
             measured=measured,
             wins=self.wins + other.wins,
-            geomean_speedup=math.exp(log_sum / measured) if measured else None,
+            geomean_speedup=_rounded(math.exp(log_sum / measured)) if measured else None,
             best_speedup=max(bests) if bests else None,
             updated_at=max(times) if times else None,
         )
@@ -165,6 +165,11 @@ _FAILURE_COUNTERS = {
 WIN_THRESHOLD = 1.02
 
 
+def _rounded(speedup: float) -> float:
+    # Four decimals are far below timing noise; more only lengthen the file.
+    return round(speedup, 4)
+
+
 def _log_total(stats: OutcomeStats) -> float:
     return stats.measured * math.log(stats.geomean_speedup) if stats.geomean_speedup else 0.0
 
@@ -174,8 +179,8 @@ def _measured_update(stats: OutcomeStats, speedup: float) -> dict[str, Any]:
     return {
         "measured": measured,
         "wins": stats.wins + (speedup >= WIN_THRESHOLD),
-        "geomean_speedup": math.exp((_log_total(stats) + math.log(speedup)) / measured),
-        "best_speedup": max(speedup, stats.best_speedup or speedup),
+        "geomean_speedup": _rounded(math.exp((_log_total(stats) + math.log(speedup)) / measured)),
+        "best_speedup": _rounded(max(speedup, stats.best_speedup or speedup)),
     }
 
 

@@ -42,7 +42,7 @@ _DiskStamp = tuple[int, int, int]
 class KnowledgeBase:
     """A KB file, its validated document in memory, and its signature index."""
 
-    def __init__(self, path: Path, document: KBDocument, stamp: _DiskStamp | None) -> None:
+    def __init__(self, path: Path, document: KBDocument, stamp: _DiskStamp) -> None:
         self.path = path
         self._document = document
         self._stamp = stamp
@@ -83,6 +83,8 @@ class KnowledgeBase:
         changes merge with concurrent writers instead)."""
         with exclusive_lock(self.path):
             self._write(self._document)
+        # The caller may have changed the document in place; the index must look again.
+        self._revision += 1
 
     def replace_document(self, document: KBDocument) -> None:
         """Make `document` the KB's content, on disk and in memory."""
@@ -180,7 +182,7 @@ class KnowledgeBase:
         write_atomically(self.path, encode(document))
         self._stamp = _disk_stamp(self.path)
 
-    def _set_document(self, document: KBDocument, stamp: _DiskStamp | None) -> None:
+    def _set_document(self, document: KBDocument, stamp: _DiskStamp) -> None:
         self._document = document
         self._stamp = stamp
         self._revision += 1

@@ -105,7 +105,7 @@ def test_corrupted_kb_fails_with_one_line_naming_file_and_place_and_stays_untouc
     capsys: pytest.CaptureFixture[str], kb_path: Path
 ) -> None:
     KnowledgeBase.load(kb_path)
-    corrupted = kb_path.read_text().replace('"prior_speedup": 2.0', '"prior_speedup": "fast"', 1)
+    corrupted = kb_path.read_text().replace('"prior_speedup":2.0', '"prior_speedup":"fast"', 1)
     kb_path.write_text(corrupted)
     for command in ("stats", "show", "reindex"):
         status, _, err = run(capsys, "kb", command, "--kb", str(kb_path))

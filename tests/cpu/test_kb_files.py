@@ -24,11 +24,14 @@ def test_encode_then_decode_gives_back_the_same_document(kb_path: Path) -> None:
     assert decode(kb_path, encode(document)).document == document
 
 
-def test_saved_file_keeps_each_signature_on_one_line(kb_path: Path) -> None:
-    lines = kb_path.read_text().splitlines()
-    signature_lines = [line for line in lines if '"signature"' in line]
-    assert signature_lines
-    assert all(line.rstrip().endswith("],") for line in signature_lines)
+def test_saved_file_has_one_line_per_state_and_per_optimization(kb_path: Path) -> None:
+    document = KnowledgeBase.load(kb_path).document
+    lines = [line.strip() for line in kb_path.read_text().splitlines()]
+    optimizations = sum(len(state.optimizations) for state in document.states.values())
+    assert sum(line.startswith('{"technique":') for line in lines) == optimizations
+    assert sum(f'"{state_id}":{{"id":' in line for line in lines for state_id in document.states) == len(
+        document.states
+    )
 
 
 def test_save_and_load_round_trip_through_the_file(kb_path: Path) -> None:

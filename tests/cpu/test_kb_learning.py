@@ -20,7 +20,7 @@ from kb.edits import (
     apply_edits,
 )
 from kb.errors import KBLookupError
-from kb.outcomes import REMEMBERED_RUNS, EventId, OutcomeEvent, apply_outcome
+from kb.outcomes import MAX_TRANSITIONS, REMEMBERED_RUNS, EventId, OutcomeEvent, apply_outcome
 from kb.paths import seed_kb_bytes
 from kb.pruning import PrunePolicy, prune
 from kb.schema import MAX_LESSONS, KBDocument, OutcomeStats, OutcomeStatus, PerformanceState
@@ -220,3 +220,21 @@ def test_pruning_removes_techniques_no_state_offers_any_more(document: KBDocumen
                 optimization.deprecated = "never measurable"
     assert "streaming_stores" in prune(document).techniques
     assert "streaming_stores" not in document.techniques
+
+
+def test_transitions_are_capped_by_evicting_the_least_evidence(document: KBDocument) -> None:
+    techniques = [opt.technique for opt in document.states[MEMORY].optimizations]
+    pairs = [(a, b) for a in techniques for b in techniques if a != b][: MAX_TRANSITIONS + 1]
+    apply_outcome(document, event(0, technique=pairs[0][1], previous=pairs[0][0]), NOW)
+    apply_outcome(document, event(1, technique=pairs[0][1], previous=pairs[0][0]), NOW)
+    for step, (before, after) in enumerate(pairs[1:], start=2):
+        apply_outcome(document, event(step, OutcomeStatus.COMPILE_FAILED, technique=after, previous=before), NOW)
+    assert len(document.transitions) == MAX_TRANSITIONS
+    assert document.transition(*pairs[0]) is not None
+
+
+def test_added_state_signature_is_stored_to_four_decimals(document: KBDocument) -> None:
+    state = new_state()
+    state.signature = [0.123456789] * 24
+    apply_edits(document, [AddState(state=state)])
+    assert document.states[state.id].signature == [0.1235] * 24
