@@ -267,11 +267,6 @@ class CandidateEvaluator:
         return profile_candidate(built.executable, [s.ipc() for s in sets], self._require_gpu(),
                                  built.executable.parent, self.options.timeout_s)
 
-    def _build_dir(self, source: str) -> Path:
-        """One work directory per build input, so building another candidate never replaces this one's files."""
-        key = "\0".join([self.arch, ",".join(sorted(self.options.allow)), self.header, source])
-        return self.options.cache_dir / "builds" / hashlib.sha256(key.encode()).hexdigest()[:16]
-
     def _rotating_sets(self) -> int:
         free, _ = torch.cuda.mem_get_info(self.gpu)
         affordable = int(free * ROTATION_MEMORY_SHARE) // max(self.spec.compulsory_bytes, 1)

@@ -1,0 +1,178 @@
+"""`kernelblaster eval | baseline | header` on a machine without a GPU.
+
+The end-to-end cases run `python -m graph` in a subprocess (exit status, stdout, stderr, no traceback);
+argument errors and the quick one-line failures call `graph.cli.main` in-process, which is the same code
+without the interpreter start-up. Every run uses a temporary KERNELBLASTER_CACHE, never the home directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from graph.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBLEM = ROOT / "examples" / "problems" / "elementwise_swish_scale.py"
+NAIVE = ROOT / "examples" / "candidates" / "elementwise_swish_scale" / "naive.cu"
+COMPILE_ERROR = ROOT / "tests" / "fixtures" / "candidates" / "compile_error.cu"
+BROKEN_PROBLEM = ROOT / "tests" / "fixtures" / "problems" / "broken_forward_raises.py"
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="specifies the behaviour without a GPU")
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the module, so the test driver is compiled once."""
+    return tmp_path_factory.mktemp("kernelblaster_cache")
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> None:
+    monkeypatch.setenv("KERNELBLASTER_CACHE", str(cache_dir))
+
+
+def kernelblaster(*args: str | Path, cache_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"KERNELBLASTER_CACHE": str(cache_dir)}
+    return subprocess.run([sys.executable, "-m", "graph", *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def assert_one_line_error(stderr: str, *fragments: str) -> None:
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("kernelblaster: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.fixture(scope="module")
+def eval_report(cache_dir: Path) -> subprocess.CompletedProcess[str]:
+    return kernelblaster("eval", PROBLEM, NAIVE, cache_dir=cache_dir)
+
+
+@pytest.fixture(scope="module")
+def eval_json(cache_dir: Path, eval_report) -> subprocess.CompletedProcess[str]:
+    return kernelblaster("eval", PROBLEM, NAIVE, "--json", cache_dir=cache_dir)
+
+
+@needs_nvcc
+def test_eval_compiles_and_reports_verdict_no_gpu(eval_report) -> None:
+    assert eval_report.stdout.startswith("verdict: no_gpu")
+    assert "PASS compile" in eval_report.stdout
+    assert "swish_scale_naive" in eval_report.stdout  # the kernel's resource usage
+
+
+@needs_nvcc
+def test_eval_without_a_gpu_exits_non_zero_with_a_one_line_explanation(eval_report) -> None:
+    assert eval_report.returncode != 0
+    assert_one_line_error(eval_report.stderr, "no CUDA GPU")
+
+
+@needs_nvcc
+def test_eval_json_prints_one_object_with_the_result_fields(eval_json) -> None:
+    result = json.loads(eval_json.stdout)  # the whole of stdout is one JSON value
+    assert {"verdict", "compiled", "compile_log", "checks", "timing", "speedup", "profile", "roofline",
+            "source_sha256"} <= result.keys()
+    assert (result["verdict"], result["compiled"], result["timing"], result["speedup"]) == ("no_gpu", True, None, None)
+    assert result["source_sha256"] == hashlib.sha256(NAIVE.read_bytes()).hexdigest()
+    assert [c["name"] for c in result["checks"]] == ["static", "compile"]
+    assert eval_json.returncode != 0
+
+
+@needs_nvcc
+def test_eval_of_a_compile_error_reports_the_compilers_message(cache_dir: Path) -> None:
+    completed = kernelblaster("eval", PROBLEM, COMPILE_ERROR, "--json", cache_dir=cache_dir)
+    result = json.loads(completed.stdout)
+    assert (result["verdict"], result["compiled"]) == ("compile_error", False)
+    assert "undefined_element_count" in result["compile_log"]
+    assert "undefined_element_count" in next(c["detail"] for c in result["checks"] if c["name"] == "compile")
+    assert completed.returncode != 0
+    assert "Traceback" not in completed.stdout + completed.stderr
+
+
+def test_eval_of_a_broken_problem_names_the_file_and_the_exception(cache_dir: Path) -> None:
+    completed = kernelblaster("eval", BROKEN_PROBLEM, NAIVE, cache_dir=cache_dir)
+    assert completed.returncode != 0
+    assert completed.stdout == ""
+    assert_one_line_error(completed.stderr, str(BROKEN_PROBLEM), "RuntimeError", "cannot be multiplied")
+
+
+# ---- in-process ------------------------------------------------------------------------------------------
+
+
+@needs_nvcc
+def test_eval_of_a_forbidden_include_is_a_static_violation_naming_rule_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    candidate = tmp_path / "uses_cublas.cu"
+    candidate.write_text(NAIVE.read_text().replace('#include "kb_problem.h"', '#include "kb_problem.h"\n'
+                                                   "#include <cublas_v2.h>"))
+    line = 1 + candidate.read_text().splitlines().index("#include <cublas_v2.h>")
+    assert main(["eval", str(PROBLEM), str(candidate)]) != 0
+    out = capsys.readouterr().out
+    assert out.startswith("verdict: static_violation")
+    assert f"line {line}: #include <cublas_v2.h>" in out
+    assert "cuBLAS is not allowed" in out and "--allow cublas" in out
+
+
+def test_eval_of_a_missing_candidate_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(PROBLEM), str(tmp_path / "missing.cu")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert_one_line_error(captured.err, "missing.cu", "cannot read the candidate")
+
+
+def test_baseline_without_a_gpu_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["baseline", str(PROBLEM)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "no CUDA GPU")
+
+
+def test_header_prints_the_problem_header(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["header", str(PROBLEM)]) == 0
+    header = capsys.readouterr().out
+    assert "#pragma once" in header
+    assert "static constexpr int64_t KB_IN_X_DIM0 = 4095;" in header
+    assert "static constexpr double KB_INIT_SCALE = 1.75;" in header
+
+
+def test_header_never_materialises_the_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    # eval derives its spec on the meta device; header must describe the same problem the same way, even one
+    # whose inputs (here 1 EiB) could never be allocated.
+    assert main(["header", str(ROOT / "tests" / "fixtures" / "problems" / "huge_input.py")]) == 0
+    assert "static constexpr int64_t KB_IN_X_DIM0 = 1073741824;" in capsys.readouterr().out
+
+
+def test_header_of_a_broken_problem_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["header", str(BROKEN_PROBLEM)]) == 2
+    assert_one_line_error(capsys.readouterr().err, str(BROKEN_PROBLEM), "RuntimeError")
+
+
+@pytest.mark.parametrize(
+    ("flags", "complaint"),
+    [
+        (["--seeds", "0"], "must be at least 1"),
+        (["--seeds", "many"], "argument --seeds"),
+        (["--allow", "nosuchlib"], "unknown libraries ['nosuchlib']"),
+        (["--precision", "bogus"], "invalid choice: 'bogus'"),
+    ],
+)
+def test_bad_flags_are_argument_errors_with_exit_status_2(
+    flags: list[str], complaint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["eval", str(PROBLEM), str(NAIVE), *flags])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: kernelblaster eval" in err
+    assert complaint in err

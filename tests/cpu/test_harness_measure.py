@@ -1,0 +1,188 @@
+"""Pure functions of measurement: harness/stats.py, the planning and escape check of harness/timing.py,
+and the roofline floor of harness/roofline.py (peaks and timings built by hand; no GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.result import CandidateTiming, Roofline
+from harness.roofline import HEADROOM, GpuPeaks, roofline_check, roofline_for
+from harness.spec import ProblemSpec, TensorSpec
+from harness.stats import TimingStats
+from harness.timing import (
+    ESCAPE_FLOOR_MS,
+    MAX_ITERATIONS,
+    MIN_ITERATIONS,
+    TARGET_TIMED_SECONDS,
+    IterationPlan,
+    stream_escape_check,
+)
+
+# ---- TimingStats ---------------------------------------------------------------------------------------
+
+
+def test_from_samples_takes_the_median_of_unsorted_samples() -> None:
+    assert TimingStats.from_samples([5.0, 1.0, 3.0, 2.0, 4.0]).median_ms == 3.0
+    assert TimingStats.from_samples([4.0, 1.0, 3.0, 2.0]).median_ms == 2.5
+
+
+def test_from_samples_interpolates_quartiles() -> None:
+    stats = TimingStats.from_samples([float(v) for v in range(1, 10)])  # 1..9
+    assert (stats.p25_ms, stats.p75_ms, stats.iqr_ms) == (3.0, 7.0, 4.0)
+    assert TimingStats.from_samples([1.0, 2.0]).p25_ms == pytest.approx(1.25)
+
+
+def test_from_samples_reports_min_max_mean_count_and_cv() -> None:
+    stats = TimingStats.from_samples([1.0, 3.0])
+    assert (stats.min_ms, stats.max_ms, stats.mean_ms, stats.samples) == (1.0, 3.0, 2.0, 2)
+    assert stats.cv == pytest.approx(0.5)  # population std 1.0 over mean 2.0
+
+
+def test_identical_samples_have_zero_spread() -> None:
+    stats = TimingStats.from_samples([0.25] * 7)
+    assert (stats.cv, stats.iqr_ms, stats.median_ms) == (0.0, 0.0, 0.25)
+
+
+def test_a_single_sample_is_every_statistic() -> None:
+    stats = TimingStats.from_samples([0.5])
+    assert (stats.median_ms, stats.p25_ms, stats.p75_ms, stats.cv, stats.samples) == (0.5, 0.5, 0.5, 0.0, 1)
+
+
+def test_no_samples_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no timing samples"):
+        TimingStats.from_samples([])
+
+
+def test_describe_reports_microseconds() -> None:
+    assert TimingStats.from_samples([0.010, 0.012, 0.014]).describe().startswith("12.0 us median")
+
+
+# ---- IterationPlan -------------------------------------------------------------------------------------
+
+
+def test_iteration_plan_fills_the_target_time() -> None:
+    per_call_ms = TARGET_TIMED_SECONDS * 1000 / 100  # a call that fits 100 times in the target time
+    assert MIN_ITERATIONS < 100 < MAX_ITERATIONS
+    plan = IterationPlan.for_estimate(per_call_ms)
+    assert plan.iterations == 100
+    assert plan.warmup == 10
+
+
+@pytest.mark.parametrize("estimate_ms", [1e-6, 0.0, -1.0])
+def test_iteration_plan_caps_iterations_for_tiny_estimates(estimate_ms: float) -> None:
+    assert IterationPlan.for_estimate(estimate_ms).iterations == MAX_ITERATIONS
+
+
+def test_iteration_plan_keeps_a_minimum_for_slow_calls() -> None:
+    plan = IterationPlan.for_estimate(10_000.0)
+    assert plan.iterations == MIN_ITERATIONS
+    assert plan.warmup == 5
+
+
+# ---- stream_escape_check -------------------------------------------------------------------------------
+
+
+def timing(event_ms: float, host_ms: float, overhead_ms: float = 0.005) -> CandidateTiming:
+    """A CandidateTiming as time_candidate builds it, from the median event and host-clock times."""
+    return CandidateTiming(
+        event=TimingStats.from_samples([event_ms]),
+        host=TimingStats.from_samples([host_ms]),
+        overhead_ms=overhead_ms,
+        escape_gap_ms=host_ms - overhead_ms - event_ms,
+        rotating_sets=2,
+        l2_flush=True,
+    )
+
+
+def test_a_large_gap_between_host_clock_and_events_is_flagged() -> None:
+    # 10 us on the stream, 1 ms of device time: the work ran on another stream.
+    check = stream_escape_check(timing(event_ms=0.010, host_ms=1.015))
+    assert check.name == "stream_escape"
+    assert not check.passed
+    assert "escaped the timed stream" in check.detail
+
+
+def test_a_small_gap_passes() -> None:
+    check = stream_escape_check(timing(event_ms=1.000, host_ms=1.012))
+    assert check.passed
+    assert "agree" in check.detail
+
+
+def test_a_gap_below_the_floor_passes_even_for_a_tiny_kernel() -> None:
+    # 2 us kernel, 12 us gap: a large share but within host jitter.
+    assert ESCAPE_FLOOR_MS > 0.012
+    assert stream_escape_check(timing(event_ms=0.002, host_ms=0.019)).passed
+
+
+def test_a_gap_above_the_floor_but_a_small_share_of_a_long_call_passes() -> None:
+    # 100 us of jitter on a 10 ms call is 1%.
+    assert stream_escape_check(timing(event_ms=10.0, host_ms=10.105)).passed
+
+
+# ---- roofline ------------------------------------------------------------------------------------------
+
+PEAKS = GpuPeaks(gpu_name="Test GPU", bandwidth_gbs=1000.0, fp32_tflops=50.0, tf32_tflops=400.0,
+                 fp16_tflops=800.0, measured_at="2025-01-01T00:00:00+00:00")
+
+
+def spec_moving(total_bytes: int) -> ProblemSpec:
+    """A spec whose compulsory traffic is `total_bytes` (one float32 input and an output of the same size)."""
+    numel = total_bytes // 8
+    tensor = {"origin": "test", "dtype": "float32", "shape": [numel], "strides": [1]}
+    return ProblemSpec(problem_name="t", problem_sha256="0" * 64, inputs=[TensorSpec(name="x", **tensor)],
+                       params=[], outputs=[TensorSpec(name="out", **tensor)], constants=[], output_is_tuple=False)
+
+
+def test_a_memory_bound_floor_is_bytes_over_bandwidth_with_headroom() -> None:
+    spec = spec_moving(1_000_000_000)  # 1 GB at 1000 GB/s is 1 ms, 0.8 ms with headroom
+    roofline = roofline_for(spec, flops=1_000_000, peaks=PEAKS, policy="strict")
+    assert roofline.limited_by == "memory"
+    assert roofline.floor_ms == pytest.approx(1.0 / HEADROOM)
+    assert (roofline.compulsory_bytes, roofline.peak_bandwidth_gbs, roofline.peak_tflops) == (
+        1_000_000_000, 1000.0, 50.0)
+
+
+def test_a_compute_bound_floor_is_flops_over_the_policy_peak_with_headroom() -> None:
+    spec = spec_moving(8_000)
+    flops = 50 * 10**12  # one second at 50 TFLOP/s (fp32), 1/8 s at 400 TFLOP/s (tf32)
+    strict = roofline_for(spec, flops=flops, peaks=PEAKS, policy="strict")
+    tf32 = roofline_for(spec, flops=flops, peaks=PEAKS, policy="tf32")
+    assert strict.limited_by == tf32.limited_by == "compute"
+    assert strict.floor_ms == pytest.approx(1000.0 / HEADROOM)
+    assert tf32.floor_ms == pytest.approx(125.0 / HEADROOM)
+    assert tf32.peak_tflops == 400.0
+
+
+def test_the_floor_is_the_larger_of_memory_and_compute_time() -> None:
+    spec = spec_moving(1_000_000_000)  # 1 ms of memory before headroom
+    just_memory = roofline_for(spec, flops=49 * 10**9, peaks=PEAKS, policy="strict")  # 0.98 ms of compute
+    just_compute = roofline_for(spec, flops=51 * 10**9, peaks=PEAKS, policy="strict")  # 1.02 ms
+    assert just_memory.limited_by == "memory" and just_compute.limited_by == "compute"
+    assert just_compute.floor_ms == pytest.approx(1.02 / HEADROOM)
+    assert just_memory.floor_ms == pytest.approx(1.0 / HEADROOM)
+
+
+def floor(floor_ms: float) -> Roofline:
+    return Roofline(compulsory_bytes=10**9, flops=0, peak_bandwidth_gbs=1000.0, peak_tflops=50.0, floor_ms=floor_ms,
+                    limited_by="memory")
+
+
+def test_a_time_below_the_floor_fails_the_roofline_check() -> None:
+    measured, check = roofline_check(floor(0.8), time_ms=0.4)
+    assert check.name == "roofline"
+    assert not check.passed
+    assert "below the memory floor" in check.detail and "implausible" in check.detail
+    assert measured.fraction_of_floor == pytest.approx(2.0)
+
+
+def test_a_time_above_the_floor_passes_with_its_fraction() -> None:
+    measured, check = roofline_check(floor(0.8), time_ms=1.6)
+    assert check.passed
+    assert measured.fraction_of_floor == pytest.approx(0.5)
+    assert check.detail.startswith("50% of the memory-bound floor")
+
+
+def test_roofline_check_does_not_modify_the_roofline_it_is_given() -> None:
+    original = floor(0.8)
+    roofline_check(original, time_ms=1.6)
+    assert original.fraction_of_floor is None

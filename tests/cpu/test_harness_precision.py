@@ -1,0 +1,110 @@
+"""harness/precision.py: tolerances per dtype and policy, and the baseline's matching TF32 freedom.
+
+TF32 keeps 10 mantissa bits (like fp16). The GEMMs below emulate a TF32 tensor-core product exactly:
+inputs rounded (or truncated, as some tensor-core paths do) to TF32, products summed in float64.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.compare import compare_output
+from harness.precision import PRECISION_POLICIES, tolerance_for, torch_precision
+
+
+def to_tf32(tensor: torch.Tensor, truncate: bool = False) -> torch.Tensor:
+    bits = tensor.contiguous().view(torch.int32)
+    if not truncate:
+        bits = bits + 0x1000  # round to nearest on the 13 dropped mantissa bits
+    return (bits & ~0x1FFF).view(torch.float32)
+
+
+@pytest.fixture(scope="module")
+def gemm() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(a, b, fp32-exact reference) for a 1024 x 256 x 1024 product: a million outputs."""
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(1024, 256, generator=generator)
+    b = torch.randn(256, 1024, generator=generator)
+    return a, b, (a.double() @ b.double()).float()
+
+
+def tf32_product(a: torch.Tensor, b: torch.Tensor, truncate: bool) -> torch.Tensor:
+    return (to_tf32(a, truncate).double() @ to_tf32(b, truncate).double()).float()
+
+
+def test_an_fp32_gemm_passes_strict(gemm) -> None:
+    a, b, reference = gemm
+    result = compare_output(a @ b, reference, tolerance_for(torch.float32, "strict"), "out")
+    assert result.passed, result.detail
+
+
+@pytest.mark.parametrize("truncate", [False, True], ids=["rounded", "truncated"])
+def test_a_tf32_gemm_fails_strict(gemm, truncate: bool) -> None:
+    a, b, reference = gemm
+    result = compare_output(tf32_product(a, b, truncate), reference, tolerance_for(torch.float32, "strict"), "out")
+    assert not result.passed
+    assert result.rel_l2 > 2e-4  # the TF32 error level the strict bound (1e-4) exists to reject
+
+
+@pytest.mark.parametrize("policy", ["tf32", "fp16"])
+@pytest.mark.parametrize("truncate", [False, True], ids=["rounded", "truncated"])
+def test_a_tf32_gemm_passes_the_policies_that_allow_it(gemm, truncate: bool, policy: str) -> None:
+    a, b, reference = gemm
+    result = compare_output(tf32_product(a, b, truncate), reference, tolerance_for(torch.float32, policy), "out")
+    assert result.passed, result.detail
+
+
+def test_strict_is_tighter_than_tf32_which_is_no_looser_than_fp16() -> None:
+    strict, tf32, fp16 = (tolerance_for(torch.float32, p) for p in ("strict", "tf32", "fp16"))
+    assert strict.max_rel_l2 < tf32.max_rel_l2 <= fp16.max_rel_l2
+    assert strict.rtol < tf32.rtol <= fp16.rtol
+    assert strict.atol_scale < tf32.atol_scale <= fp16.atol_scale
+
+
+def test_a_gross_error_fails_even_the_loosest_policy(gemm) -> None:
+    reference = gemm[2]
+    output = reference.clone()
+    output[10, 10] += 0.1 * reference.abs().max()
+    assert not compare_output(output, reference, tolerance_for(torch.float32, "fp16"), "out").passed
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool, torch.uint8])
+@pytest.mark.parametrize("policy", PRECISION_POLICIES)
+def test_integer_and_bool_outputs_are_exact_under_every_policy(dtype: torch.dtype, policy: str) -> None:
+    assert tolerance_for(dtype, policy).exact
+
+
+def test_half_and_double_outputs_have_their_own_tolerances() -> None:
+    assert tolerance_for(torch.float64, "strict").max_rel_l2 < tolerance_for(torch.float32, "strict").max_rel_l2
+    assert tolerance_for(torch.float16, "strict").max_rel_l2 > tolerance_for(torch.float32, "strict").max_rel_l2
+    assert tolerance_for(torch.bfloat16, "strict").rtol > tolerance_for(torch.float16, "strict").rtol
+
+
+def tf32_flags() -> tuple[bool, bool]:
+    return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+
+@pytest.fixture
+def restore_tf32_flags():
+    saved = tf32_flags()
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+@pytest.mark.parametrize(("policy", "inside"), [("strict", (False, False)), ("tf32", (True, True))])
+@pytest.mark.parametrize("before", [(False, False), (True, True), (True, False)])
+def test_torch_precision_sets_tf32_for_the_block_and_restores_it(
+    restore_tf32_flags, policy: str, inside: tuple[bool, bool], before: tuple[bool, bool]
+) -> None:
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+    with torch_precision(policy):
+        assert tf32_flags() == inside
+    assert tf32_flags() == before
+
+
+def test_torch_precision_restores_the_flags_after_an_exception(restore_tf32_flags) -> None:
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True
+    with pytest.raises(RuntimeError, match="inside"), torch_precision("tf32"):
+        raise RuntimeError("inside")
+    assert tf32_flags() == (False, True)
