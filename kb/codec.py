@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import json
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,20 +19,16 @@ from kb.signature_fields import SIGNATURE_FIELDS
 
 _Parsed = TypeVar("_Parsed")
 
-# Where a record starts in pydantic's compact JSON, and how deep to indent it. Inside JSON strings every
-# quote is escaped, so an unescaped `{"technique":` (say) can only be structure, never text.
-_TOP_LEVEL_KEYS = "signature_fields|techniques|states|transitions|state_aliases|applied_events"
-_RECORD_STARTS = (
-    (re.compile(rf'(?<=[{{,])(?="(?:{_TOP_LEVEL_KEYS})":)'), ""),
-    (re.compile(r'(?<=[{,])(?="[^"]+":\{"category":)'), "  "),
-    (re.compile(r'(?<=[{,])(?="[^"]+":\{"id":)'), "  "),
-    (re.compile(r'(?=\{"technique":)'), "    "),
-    (re.compile(r'(?=\{"before":)'), "  "),
-)
-# A run's event ids; looked for only after `"applied_events":`, the last key, since other string lists
-# (arches, secondary characteristics) look the same.
-_RUN_START = re.compile(r'(?<=[{,])(?="[^"]+":\[")')
+# Record boundaries in pydantic's compact JSON. Inside a JSON string every quote is escaped, so an
+# unescaped `{"technique":` (say) can only be structure, never text. Plain string splitting, not regular
+# expressions: a 10,000-state KB is ten megabytes.
+_TOP_LEVEL_KEYS = ("signature_fields", "techniques", "states", "transitions", "state_aliases", "applied_events")
+_RECORDS = ('{"technique":', "    "), ('{"before":', "  ")
+# Keyed records: a catalogue technique, a state, and a run's event ids (only after `"applied_events":`, the
+# last key, since other string lists look the same).
+_KEYED_RECORDS = (':{"category":', "  "), (':{"id":', "  ")
 _EVENTS_KEY = '"applied_events":'
+_RUN_MARKER = ':["'
 
 
 @dataclass(frozen=True)
@@ -88,11 +83,25 @@ def encode(document: KBDocument) -> bytes:
     transition, a run's event ids) and default values left out: readable and diffable, yet compact and
     fast to write, which an indented dump of a large KB is not."""
     text = document.model_dump_json(exclude_defaults=True)
-    for pattern, indent in _RECORD_STARTS:
-        text = pattern.sub("\n" + indent, text)
+    for key in _TOP_LEVEL_KEYS:
+        text = text.replace(f',"{key}":', f',\n"{key}":', 1)
+    for marker, indent in _RECORDS:
+        text = text.replace(marker, f"\n{indent}{marker}")
+    for marker, indent in _KEYED_RECORDS:
+        text = _break_before_keys(text, marker, indent)
     records, events_key, runs = text.partition(_EVENTS_KEY)
-    text = records + events_key + _RUN_START.sub("\n  ", runs)
+    text = records + events_key + _break_before_keys(runs, _RUN_MARKER, "  ")
     return (text[:-1] + "\n}\n").encode()
+
+
+def _break_before_keys(text: str, marker: str, indent: str) -> str:
+    """Start a new line before each object key whose value begins with `marker`, e.g. `:{"id":`."""
+    pieces = text.split(marker)
+    for number, piece in enumerate(pieces[:-1]):
+        # The piece ends with the key, `"name"`; ids and run ids never contain a quote.
+        key_start = piece.rfind('"', 0, len(piece) - 1)
+        pieces[number] = f"{piece[:key_start]}\n{indent}{piece[key_start:]}"
+    return marker.join(pieces)
 
 
 def _parse_json(path: Path, raw: bytes) -> dict[str, Any]:
