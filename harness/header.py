@@ -118,8 +118,11 @@ def _constant_definition(constant: ConstantSpec, identifier: str) -> str:
     if isinstance(value, float):
         return f"static constexpr double {identifier} = {_c_double(value)};"
     element_type = "int64_t" if all(isinstance(v, int) for v in value) else "double"
-    items = ", ".join(repr(v) if isinstance(v, int) else _c_double(v) for v in value)
-    return f"static constexpr {element_type} {identifier}[{len(value)}] = {{{items}}};"
+    texts = [repr(v) if isinstance(v, int) else _c_double(v) for v in value]
+    # A constexpr array cannot be read in device code, so each element is also its own scalar.
+    elements = [f"static constexpr {element_type} {identifier}_{i} = {text};" for i, text in enumerate(texts)]
+    array = f"static constexpr {element_type} {identifier}[{len(value)}] = {{{', '.join(texts)}}};  // host code only"
+    return "\n".join([array, *elements])
 
 
 def _c_double(value: float) -> str:

@@ -108,10 +108,14 @@ def instantiate(problem: Problem, seed: int, device: torch.device | str) -> Prob
         with torch.device(device):
             init_args = list(problem.get_init_inputs())
             model = problem.model_class(*init_args)
-            args = list(problem.get_inputs())
+            inputs = problem.get_inputs()
     except Exception as error:
         failure = f"{type(error).__name__}: {error}"
         raise ProblemError(f"{problem.path}: building the model or its inputs failed: {failure}") from None
+    if not isinstance(inputs, list | tuple):
+        raise ProblemError(f"{problem.path}: get_inputs() must return a list of forward arguments, "
+                           f"got {type(inputs).__name__}")
+    args = list(inputs)
     model = model.to(device)
     args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
     initial_state = {name: value.detach().clone() for name, value in model.state_dict().items()}

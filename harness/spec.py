@@ -14,6 +14,7 @@ from harness.dtypes import dtype_info, dtype_of_tensor
 from harness.problem import Problem, ProblemError, ProblemInstance, instantiate, outputs_as_list
 
 ConstantValue = bool | int | float | list[int] | list[float]
+MAX_DIMS = 8  # KBTensor.shape has eight entries
 
 
 class TensorSpec(BaseModel):
@@ -62,6 +63,8 @@ def derive_spec(instance: ProblemInstance) -> ProblemSpec:
         failure = f"{type(error).__name__}: {error}"
         raise ProblemError(f"{problem.path}: the reference forward pass failed: {failure}") from None
     outputs = outputs_as_list(raw_output, problem)
+    if not outputs:
+        raise ProblemError(f"{problem.path}: Model.forward returned no tensors")
     forward_names = _parameter_names(instance.model.forward, len(instance.args), prefix="arg")
     init_names = _parameter_names(problem.model_class.__init__, len(instance.init_args), prefix="init", skip_self=True)
     return ProblemSpec(
@@ -103,6 +106,8 @@ def _parameter_names(function: Any, count: int, prefix: str, skip_self: bool = F
 
 
 def _tensor_spec(name: str, origin: str, tensor: torch.Tensor) -> TensorSpec:
+    if tensor.dim() > MAX_DIMS:
+        raise ProblemError(f"{origin} has {tensor.dim()} dimensions; the candidate ABI describes at most {MAX_DIMS}")
     # Shared buffers are always contiguous copies, so the candidate sees contiguous strides.
     contiguous = torch.empty(tensor.shape, dtype=tensor.dtype, device="meta").stride()
     return TensorSpec(

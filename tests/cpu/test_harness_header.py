@@ -172,3 +172,11 @@ def test_a_header_with_awkward_names_and_infinite_constants_compiles(tmp_path: P
     ])
     compiled = compile_candidate(generate_header(awkward), body, tmp_path)
     assert compiled.returncode == 0, compiled.stderr
+
+
+@needs_nvcc
+def test_array_constants_are_readable_in_device_code_through_their_element_scalars(
+        mixed_header: str, tmp_path: Path) -> None:
+    body = "__global__ void use_window(int64_t* out) { out[0] = KB_INIT_WINDOW_0 + KB_INIT_WINDOW_1; }"
+    compiled = compile_candidate(mixed_header, body, tmp_path)
+    assert compiled.returncode == 0, compiled.stderr

@@ -162,3 +162,17 @@ def test_reference_with_explicit_arguments_uses_them() -> None:
     instance = instantiate(load_problem(PROBLEMS / "stateful_buffer.py"), 0, "cpu")
     other = torch.full((5,), 2.0)
     assert torch.equal(instance.reference([other])[0], other)
+
+
+def test_get_inputs_returning_a_bare_tensor_is_named_as_the_mistake() -> None:
+    error = problem_error("broken_get_inputs_bare_tensor.py")
+    assert "broken_get_inputs_bare_tensor.py" in str(error)
+    assert "get_inputs() must return a list" in str(error)
+
+
+def test_a_tensor_with_more_than_eight_dimensions_is_rejected() -> None:
+    assert "at most 8" in str(problem_error("broken_nine_dimensions.py"))
+
+
+def test_a_forward_returning_no_tensors_is_rejected() -> None:
+    assert "returned no tensors" in str(problem_error("broken_returns_nothing.py"))
