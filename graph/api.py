@@ -14,6 +14,7 @@ continue is in its run directory: `run.json` (problem and configuration) and `ch
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -26,7 +27,7 @@ from graph.checkpoint import DURABILITY, open_checkpointer, thread_config
 from graph.context import RunContext
 from graph.graph import build_graph
 from graph.human import HumanQuestion
-from graph.progress import ProgressNote
+from graph.progress import Progress, ProgressNote
 from graph.run_files import RunFiles, RunRecord
 from graph.services import Services
 from graph.state import KernelRef, OptimizationInput
@@ -36,14 +37,6 @@ from nodes.setup import run_id_for
 from tools.errors import UserFacingError
 
 RUNS_DIRECTORY = Path("runs")
-
-
-class Progress(BaseModel):
-    """One step of progress: what a node did, the best speedup so far and the tokens used."""
-
-    note: ProgressNote
-    best_speedup: float | None
-    tokens: int
 
 
 class PendingQuestion(BaseModel):
@@ -60,6 +53,9 @@ class RunOutcome(BaseModel):
     best_speedup: float | None
     report: Path | None
     questions: list[PendingQuestion]
+
+
+ProgressCallback = Callable[[Progress], None]
 
 
 class Run:
@@ -109,12 +105,32 @@ class Run:
             stream = graph.stream(self._graph_input(graph, answer), thread_config(self.record.run_id),
                                   context=self.record.context, stream_mode=["updates", "custom"], subgraphs=True,
                                   durability=DURABILITY)
-            for namespace, mode, data in stream:
-                progress = tracker.update(namespace, mode, data)
-                if progress is not None:
-                    yield progress
+            # Closed before the checkpointer: an exception here (Ctrl-C) must let running nodes finish
+            # with the database still open.
+            with closing(stream):
+                for namespace, mode, data in stream:
+                    progress = tracker.update(namespace, mode, data)
+                    if progress is not None:
+                        yield progress
+
+    def advance(self, on_progress: ProgressCallback | None = None) -> RunOutcome:
+        """Start or continue the run until it finishes or waits for an answer."""
+        return self._drive(None, on_progress)
+
+    def answer(self, text: str, question_id: str | None = None,
+               on_progress: ProgressCallback | None = None) -> RunOutcome:
+        """Answer a pending question (the first one, or `question_id`) and continue the run."""
+        pending = self.outcome().questions
+        if not pending:
+            raise UserFacingError(f"{self.files.root}: no question is waiting for an answer")
+        chosen = next((q for q in pending if q.id == question_id), None) if question_id else pending[0]
+        if chosen is None:
+            raise UserFacingError(f"{self.files.root}: no pending question {question_id} (waiting: "
+                                  f"{', '.join(q.id for q in pending)})")
+        return self._drive({chosen.id: text}, on_progress)
 
     def outcome(self) -> RunOutcome:
+        """Where the run stands: finished (with its best kernel and report) or waiting for answers."""
         with open_checkpointer(self.files) as checkpointer:
             snapshot = build_graph(self.services).compile(checkpointer=checkpointer).get_state(
                 thread_config(self.record.run_id))
@@ -127,6 +143,12 @@ class Run:
                           best_speedup=best.speedup if best else None, report=Path(report) if report else None,
                           questions=questions)
 
+    def _drive(self, answers: dict[str, str] | None, on_progress: ProgressCallback | None) -> RunOutcome:
+        for progress in self.progress(answers):
+            if on_progress is not None:
+                on_progress(progress)
+        return self.outcome()
+
     def _graph_input(self, graph: CompiledStateGraph, answer: dict[str, str] | None) -> Any:
         if answer is not None:
             return Command(resume=answer)
@@ -135,41 +157,22 @@ class Run:
         return OptimizationInput(problem_path=self.record.problem_path, init_kernel=self.record.init_kernel)
 
 
-ProgressCallback = Callable[[Progress], None]
-
-
 def optimize(problem: Path | str, context: RunContext | None = None, *, init: Path | str | None = None,
              services: Services | None = None, on_progress: ProgressCallback | None = None) -> RunOutcome:
     """Optimize `problem` from scratch (or from the CUDA in `init`) in a new run directory."""
-    run = Run.create(problem, context or RunContext(), init=init, services=services)
-    return _drive(run, None, on_progress)
+    return Run.create(problem, context or RunContext(), init=init, services=services).advance(on_progress)
 
 
 def resume(run_dir: Path | str, *, services: Services | None = None,
            on_progress: ProgressCallback | None = None) -> RunOutcome:
     """Continue a run after a crash, a kill or Ctrl-C, without redoing its finished steps."""
-    return _drive(Run.open(run_dir, services), None, on_progress)
+    return Run.open(run_dir, services).advance(on_progress)
 
 
 def answer(run_dir: Path | str, text: str, *, question_id: str | None = None, services: Services | None = None,
            on_progress: ProgressCallback | None = None) -> RunOutcome:
     """Answer a pending question of a `--llm human` run (the first one, or `question_id`) and continue it."""
-    run = Run.open(run_dir, services)
-    pending = run.outcome().questions
-    if not pending:
-        raise UserFacingError(f"{run_dir}: no question is waiting for an answer")
-    chosen = next((q for q in pending if q.id == question_id), None) if question_id else pending[0]
-    if chosen is None:
-        raise UserFacingError(f"{run_dir}: no pending question {question_id} (waiting: "
-                              f"{', '.join(q.id for q in pending)})")
-    return _drive(run, {chosen.id: text}, on_progress)
-
-
-def _drive(run: Run, answers: dict[str, str] | None, on_progress: ProgressCallback | None) -> RunOutcome:
-    for progress in run.progress(answers):
-        if on_progress is not None:
-            on_progress(progress)
-    return run.outcome()
+    return Run.open(run_dir, services).answer(text, question_id, on_progress)
 
 
 class _Tracker:

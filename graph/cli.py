@@ -14,6 +14,7 @@ from tools.errors import UserFacingError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from graph import run_cli
     from harness import cli as harness_cli
     from kb import cli as kb_cli
 
@@ -24,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     harness_cli.add_commands(subparsers)
     kb_cli.add_commands(subparsers)
+    run_cli.add_commands(subparsers)
     return parser
 
 

@@ -36,16 +36,25 @@ def write_note(runtime: Runtime, note: ProgressNote) -> None:
     runtime.stream_writer(note)
 
 
+class Progress(BaseModel):
+    """One step of progress: what a node did, the best speedup so far and the tokens used."""
+
+    note: ProgressNote
+    best_speedup: float | None
+    tokens: int
+
+
 class ProgressDisplay:
     """Prints one line per note: where, what, the best speedup so far and the tokens used."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
 
-    def show(self, note: ProgressNote, best_speedup: float | None, tokens: int) -> None:
-        best = f"best {best_speedup:.2f}x" if best_speedup is not None else "best -"
+    def show(self, progress: Progress) -> None:
+        note = progress.note
+        best = f"best {progress.best_speedup:.2f}x" if progress.best_speedup is not None else "best -"
         line = f"[{note.where():<22}] {note.node:<20} {note.text}"
-        print(f"{line}  ({best}, {tokens / 1000:.1f}k tokens)", file=self.out, flush=True)
+        print(f"{line}  ({best}, {progress.tokens / 1000:.1f}k tokens)", file=self.out, flush=True)
 
 
 def trajectory_note(node: str, state: TrajectoryState, text: str) -> ProgressNote:

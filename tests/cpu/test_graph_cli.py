@@ -1,0 +1,111 @@
+"""`kernelblaster optimize / resume / answer`: flags, and bad input answered in one line with nothing lost.
+
+The harness is the recorded stand-in; runs that need an agent use `--llm human`, which needs no endpoint.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
+from fixtures.graph.scenario import PROBLEM
+
+from graph import api, services
+from graph.cli import build_parser, main
+from graph.progress import Progress, ProgressDisplay, ProgressNote
+from graph.run_cli import context_from_flags
+
+
+@pytest.fixture
+def harness_log(monkeypatch: pytest.MonkeyPatch) -> EvaluationLog:
+    log = EvaluationLog()
+    monkeypatch.setattr(services, "harness_evaluator", recorded_evaluators(log))
+    return log
+
+
+@pytest.fixture
+def no_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def _human_run(tmp_path: Path, *extra: str) -> list[str]:
+    return ["optimize", str(PROBLEM), "--llm", "human", "--run-dir", str(tmp_path / "run"), "--kb",
+            str(tmp_path / "kb.json"), *extra]
+
+
+def test_optimize_without_an_endpoint_says_so_in_one_line_before_any_gpu_work(
+        tmp_path: Path, harness_log: EvaluationLog, no_endpoint: None, capsys: pytest.CaptureFixture) -> None:
+    status = main(["optimize", str(PROBLEM), "--run-dir", str(tmp_path / "run")])
+    error = capsys.readouterr().err
+    assert status == 2
+    assert error.count("\n") == 1 and "OPENAI_API_KEY" in error
+    assert harness_log.calls == []
+    assert not (tmp_path / "run").exists()
+
+
+def test_flags_become_the_run_context() -> None:
+    args = build_parser().parse_args(["optimize", "p.py", "--iterations", "3", "--trajectories", "4", "--depth", "5",
+                                      "--top-k", "2", "--gpus", "0,1", "--role-model", "lowering=big",
+                                      "--allow", "cuBLAS", "--base-url", "http://127.0.0.1:8000/v1"])
+    context = context_from_flags(args)
+    assert (context.iterations, context.trajectories, context.depth, context.top_k) == (3, 4, 5, 2)
+    assert context.gpus == (0, 1) and context.allow == ("cublas",)
+    assert context.model_for("lowering") == "big" and context.model_for("soft_verifier") == context.model
+    assert context.base_url == "http://127.0.0.1:8000/v1"
+
+
+def test_an_out_of_range_flag_is_a_one_line_error_naming_the_flag(tmp_path: Path, harness_log: EvaluationLog,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    assert main(_human_run(tmp_path, "--depth", "0")) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("kernelblaster: --depth:") and error.count("\n") == 1
+
+
+def test_a_missing_init_file_is_a_one_line_error(tmp_path: Path, harness_log: EvaluationLog,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    assert main(_human_run(tmp_path, "--init", str(tmp_path / "missing.cu"))) == 2
+    assert "missing.cu" in capsys.readouterr().err
+    assert harness_log.calls == []
+
+
+def test_a_run_directory_holding_a_run_is_never_overwritten(tmp_path: Path, harness_log: EvaluationLog,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    assert main(_human_run(tmp_path)) == 0
+    record = (tmp_path / "run" / "run.json").read_text()
+    assert main(_human_run(tmp_path)) == 2
+    assert "kernelblaster resume" in capsys.readouterr().err
+    assert (tmp_path / "run" / "run.json").read_text() == record
+
+
+def test_resuming_a_directory_that_is_not_a_run_is_a_one_line_error(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    assert main(["resume", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert "not a run directory" in error and error.count("\n") == 1
+
+
+def test_ctrl_c_stops_with_the_resume_command_and_the_run_resumes(tmp_path: Path, harness_log: EvaluationLog,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    def interrupted(self: ProgressDisplay, progress: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ProgressDisplay, "show", interrupted)
+        assert main(_human_run(tmp_path)) == 130
+    assert f"kernelblaster resume {tmp_path / 'run'}" in capsys.readouterr().err
+
+    assert main(["resume", str(tmp_path / "run")]) == 0
+    assert api.Run.open(tmp_path / "run").outcome().status == "waiting_for_answer"
+    assert harness_log.labels("baseline") == ["elementwise_swish_scale"]
+
+
+def test_progress_lines_show_where_the_run_is_the_best_speedup_and_the_tokens(capsys: pytest.CaptureFixture) -> None:
+    ProgressDisplay(sys.stdout).show(Progress(
+        note=ProgressNote(node="evaluate", text="ok: 0.5 ms", iteration=0, trajectory=1, step=2),
+        best_speedup=1.6, tokens=12345))
+    line = capsys.readouterr().out
+    assert "iter 1 traj 1 step 3" in line and "best 1.60x" in line and "12.3k tokens" in line

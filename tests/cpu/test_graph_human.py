@@ -1,0 +1,91 @@
+"""`--llm human`: a run pauses at each prompt, and `kernelblaster answer` drives it to completion.
+
+The harness is the recorded stand-in (no GPU here); everything else — CLI, API, graph, checkpoints,
+interrupts, the KB — is real.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
+from fixtures.graph.scenario import ANALYSIS, EVALUATION, NO_EDITS, PROBLEM, READING, kernel
+
+from graph import api, services
+from graph.cli import main
+
+
+@pytest.fixture(autouse=True)
+def recorded_harness(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(services, "harness_evaluator", recorded_evaluators(EvaluationLog()))
+
+
+def _start(tmp_path: Path) -> Path:
+    run_dir = tmp_path / "run"
+    assert main(["optimize", str(PROBLEM), "--llm", "human", "--run-dir", str(run_dir), "--kb",
+                 str(tmp_path / "kb.json"), "--iterations", "1", "--trajectories", "1", "--depth", "1"]) == 0
+    return run_dir
+
+
+def _pending(run_dir: Path) -> api.PendingQuestion:
+    return api.Run.open(run_dir).outcome().questions[0]
+
+
+def _answer(tmp_path: Path, run_dir: Path, text: str) -> int:
+    answer_file = tmp_path / "answer.txt"
+    answer_file.write_text(text)
+    return main(["answer", str(run_dir), "--file", str(answer_file)])
+
+
+def _expert_answer(question: api.PendingQuestion) -> str:
+    """What a person would answer, by role (code as plain text, the rest as JSON)."""
+    role, node = question.question.role, question.question.node
+    if role == "lowering":
+        return kernel("ok 0.9") if node == "write_initial" else "// technique applied: first offered\n" + \
+            kernel("ok 0.5")
+    return {"soft_verifier": '{"faithful": true}', "state_extractor": READING.model_dump_json(),
+            "policy_evaluation": EVALUATION.model_dump_json(), "perf_gap_analysis": ANALYSIS.model_dump_json(),
+            "parameter_update": NO_EDITS.model_dump_json()}[role]
+
+
+def test_a_human_run_waits_at_its_first_prompt_with_the_question_written_out(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture) -> None:
+    run_dir = _start(tmp_path)
+    pending = _pending(run_dir)
+    assert (pending.question.role, pending.question.node) == ("lowering", "write_initial")
+    assert "class Model" in (run_dir / "question.md").read_text()
+    assert "kernelblaster answer" in capsys.readouterr().out
+
+
+def test_answering_every_prompt_drives_a_human_run_to_its_best_kernel(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    run_dir = _start(tmp_path)
+    asked = []
+    while (outcome := api.Run.open(run_dir).outcome()).status == "waiting_for_answer":
+        question = outcome.questions[0]
+        asked.append(question.question.node)
+        assert _answer(tmp_path, run_dir, _expert_answer(question)) == 0
+    assert asked == ["write_initial", "check_initial", "extract_state", "lower", "verify", "policy_evaluation",
+                     "perf_gap_analysis", "update_kb"]
+    assert "RECORDED: ok 0.5" in (run_dir / "best.cu").read_text()
+    assert "[iter 1 traj 0 step 1" in capsys.readouterr().out
+
+
+def test_an_unusable_answer_is_asked_for_again_with_the_reason(tmp_path: Path) -> None:
+    run_dir = _start(tmp_path)
+    assert _answer(tmp_path, run_dir, "__global__ void not_the_entry_point() {}") == 0
+    pending = _pending(run_dir)
+    assert pending.question.node == "write_initial"
+    assert "kb_forward" in (pending.question.previous_answer_problem or "")
+    assert "could not be used" in (run_dir / "question.md").read_text()
+
+
+def test_answering_a_run_that_waits_for_nothing_is_a_one_line_error(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    run_dir = _start(tmp_path)
+    while (outcome := api.Run.open(run_dir).outcome()).status == "waiting_for_answer":
+        _answer(tmp_path, run_dir, _expert_answer(outcome.questions[0]))
+    capsys.readouterr()
+    assert _answer(tmp_path, run_dir, "{}") == 2
+    assert capsys.readouterr().err.count("\n") == 1

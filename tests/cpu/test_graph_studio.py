@@ -1,0 +1,86 @@
+"""`langgraph dev` (LangGraph Studio's server) loads the graph from langgraph.json and serves its drawing,
+offline: analytics, version checks and tracing are switched off, and it listens on loopback only."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT_S = 90
+OFFLINE = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true", "LANGSMITH_TRACING": "false",
+           "LANGCHAIN_TRACING_V2": "false"}
+EVERY_NODE = {
+    "setup", "write_initial", "check_initial", "start_iteration", "policy_evaluation", "perf_gap_analysis",
+    "update_kb", "finish", *(f"trajectory:{node}" for node in (
+        "extract_state", "match_state", "select_optimizations", "lower", "compile", "verify", "evaluate",
+        "record_step")),
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _request(url: str, body: dict | None = None) -> object:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
+
+
+@pytest.fixture
+def studio_server() -> Iterator[str]:
+    executable = shutil.which("langgraph")
+    if executable is None:
+        pytest.skip("langgraph-cli[inmem] is not installed (pip install -e '.[studio]')")
+    port = _free_port()
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("LANGSMITH_API")}
+    server = subprocess.Popen(
+        [executable, "dev", "--config", "langgraph.json", "--host", "127.0.0.1", "--port", str(port),
+         "--no-browser", "--no-reload"],
+        cwd=REPO, env=environment | OFFLINE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                _request(f"{url}/ok")
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"langgraph dev did not answer within {STARTUP_TIMEOUT_S} s (exit code {server.poll()})")
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def test_langgraph_dev_serves_the_drawing_of_every_node_and_the_run_context_form(studio_server: str) -> None:
+    (assistant,) = _request(f"{studio_server}/assistants/search", {"graph_id": "kernelblaster"})
+    drawing = _request(f"{studio_server}/assistants/{assistant['assistant_id']}/graph?xray=true")
+    schemas = _request(f"{studio_server}/assistants/{assistant['assistant_id']}/schemas")
+
+    assert {node["id"] for node in drawing["nodes"]} >= EVERY_NODE
+    assert {"model", "iterations", "trajectories", "depth", "top_k", "gpus"} <= set(
+        schemas["context_schema"]["properties"])
+    assert schemas["input_schema"]["required"] == ["problem_path"]
