@@ -14,34 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from kb.signature_fields import SIGNATURE_FIELDS  # the KB owns the layout of the vectors it indexes
 from tools.ncu import KernelProfile, NcuReport
-
-SIGNATURE_FIELDS: tuple[str, ...] = (
-    "sm_throughput",
-    "memory_throughput",
-    "dram_throughput",
-    "l1_hit_rate",
-    "l2_hit_rate",
-    "achieved_occupancy",
-    "theoretical_occupancy",
-    "registers_per_thread",
-    "issue_active",
-    "stall_long_scoreboard",
-    "stall_short_scoreboard",
-    "stall_barrier",
-    "stall_mio_throttle",
-    "stall_lg_throttle",
-    "stall_math_pipe_throttle",
-    "stall_wait",
-    "stall_not_selected",
-    "stall_other",
-    "pipe_fma",
-    "pipe_alu",
-    "pipe_lsu",
-    "pipe_tensor",
-    "local_spill",
-    "launch_count",
-)
 
 MISSING_VALUE = 0.0
 MAX_REGISTERS_PER_THREAD = 255

@@ -25,11 +25,6 @@ def test_signature_layout_has_24_named_fields_in_the_contracted_order() -> None:
     assert SIGNATURE_FIELDS[-2:] == ("local_spill", "launch_count")
 
 
-def test_signature_layout_matches_the_harness_that_computes_signatures() -> None:
-    harness_signature = pytest.importorskip("harness.signature")
-    assert harness_signature.SIGNATURE_FIELDS == SIGNATURE_FIELDS
-
-
 def test_signature_of_wrong_length_is_rejected_with_the_expected_length() -> None:
     with pytest.raises(ValueError, match="24 values"):
         check_signature([0.5] * 23)

@@ -39,11 +39,6 @@ def test_signature_has_24_fields_in_the_agreed_order() -> None:
     assert SIGNATURE_FIELDS[-2:] == ("local_spill", "launch_count")
 
 
-def test_field_order_matches_the_knowledge_base_layout() -> None:
-    kb_layout = pytest.importorskip("kb.signature_fields")
-    assert kb_layout.SIGNATURE_FIELDS == SIGNATURE_FIELDS
-
-
 def test_signature_values_are_fractions(report: NcuReport) -> None:
     vector = signature_from_report(report)
     assert len(vector) == len(SIGNATURE_FIELDS)
