@@ -97,12 +97,12 @@ class Run:
         services.check(record.context)
         return cls(files, record, services)
 
-    def progress(self, answer: dict[str, str] | None = None) -> Iterator[Progress]:
+    def progress(self, answers: dict[str, str] | None = None) -> Iterator[Progress]:
         """Start or continue the run (with answers to pending questions, by id) until it finishes or waits."""
         with open_checkpointer(self.files) as checkpointer:
             graph = build_graph(self.services).compile(checkpointer=checkpointer)
             tracker = _Tracker.from_state(graph.get_state(thread_config(self.record.run_id)).values)
-            stream = graph.stream(self._graph_input(graph, answer), thread_config(self.record.run_id),
+            stream = graph.stream(self._graph_input(graph, answers), thread_config(self.record.run_id),
                                   context=self.record.context, stream_mode=["updates", "custom"], subgraphs=True,
                                   durability=DURABILITY)
             # Closed before the checkpointer: an exception here (Ctrl-C) must let running nodes finish
@@ -149,9 +149,9 @@ class Run:
                 on_progress(progress)
         return self.outcome()
 
-    def _graph_input(self, graph: CompiledStateGraph, answer: dict[str, str] | None) -> Any:
-        if answer is not None:
-            return Command(resume=answer)
+    def _graph_input(self, graph: CompiledStateGraph, answers: dict[str, str] | None) -> Any:
+        if answers is not None:
+            return Command(resume=answers)
         if graph.get_state(thread_config(self.record.run_id)).values:
             return None  # resume from the last checkpoint
         return OptimizationInput(problem_path=self.record.problem_path, init_kernel=self.record.init_kernel)

@@ -44,9 +44,11 @@ class HumanAgent(Agent):
     def ask(self, question: Question[T]) -> Answer[T]:
         problem: str | None = None
         for _ in range(self.answer_retries + 1):
-            text = interrupt(_human_question(question, problem).model_dump())
+            reply = interrupt(_human_question(question, problem).model_dump())
+            # The CLI resumes with the answer file's text; Studio may resume with a JSON value instead.
+            text = reply if isinstance(reply, str) else json.dumps(reply)
             try:
-                value = parse_answer(str(text), question.schema)
+                value = parse_answer(text, question.schema)
             except (ValidationError, ValueError) as error:
                 problem = f"the answer could not be read: {' '.join(str(error).split())[:500]}"
                 continue

@@ -10,10 +10,16 @@ from pathlib import Path
 
 import pytest
 from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
-from fixtures.graph.scenario import ANALYSIS, EVALUATION, NO_EDITS, PROBLEM, READING, kernel
+from fixtures.graph.scenario import ANALYSIS, EVALUATION, NO_EDITS, PROBLEM, READING, kernel, small_context
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 from graph import api, services
+from graph.checkpoint import serializer
 from graph.cli import main
+from graph.graph import build_graph
+from graph.state import OptimizationInput
 
 
 @pytest.fixture(autouse=True)
@@ -89,3 +95,13 @@ def test_answering_a_run_that_waits_for_nothing_is_a_one_line_error(tmp_path: Pa
     capsys.readouterr()
     assert _answer(tmp_path, run_dir, "{}") == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_an_answer_given_as_a_json_value_as_studio_sends_it_is_accepted(tmp_path: Path) -> None:
+    graph = build_graph(services.Services()).compile(checkpointer=InMemorySaver(serde=serializer()))
+    config: RunnableConfig = {"configurable": {"thread_id": "studio"}}
+    context = small_context(tmp_path, llm="human")
+    (first,) = graph.invoke(OptimizationInput(problem_path=str(PROBLEM)), config, context=context)["__interrupt__"]
+    answer = {"explanation": "straightforward", "cuda_source": kernel("ok 0.9")}
+    (second,) = graph.invoke(Command(resume={first.id: answer}), config, context=context)["__interrupt__"]
+    assert (first.value["node"], second.value["node"]) == ("write_initial", "check_initial")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
+import openai
 import pytest
 from fixtures.graph.recorded_evaluator import EvaluationLog, SimulatedCrash
 from fixtures.graph.scenario import (
@@ -21,6 +23,7 @@ from kb.edits import AddLesson
 from kb.store import KnowledgeBase
 from nodes.perf_gap_analysis import GapAnalysis
 from nodes.update_kb import KBUpdate
+from tools.errors import UserFacingError
 
 
 class KilledAfterWrite(Exception):
@@ -106,3 +109,18 @@ def test_resuming_a_finished_run_changes_nothing(tmp_path: Path) -> None:
 
     assert again == first
     assert log.calls == calls
+
+
+def test_a_rejected_endpoint_stops_the_run_which_resumes_once_it_is_fixed(tmp_path: Path) -> None:
+    refused = openai.AuthenticationError("invalid api key", response=httpx.Response(
+        401, request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")), body=None)
+    context = small_context(tmp_path, depth=1)
+    with pytest.raises(UserFacingError, match="refused"):
+        api.optimize(PROBLEM, context, services=services_for(chat_models([refused]), EvaluationLog()))
+    log = EvaluationLog()
+
+    fixed = chat_models([initial_kernel(), applies_first_offered("ok 0.5")])
+    outcome = api.resume(context.run_dir, services=services_for(fixed, log))
+
+    assert outcome.best_source is not None
+    assert log.labels("baseline") == []
