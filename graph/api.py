@@ -47,8 +47,10 @@ class PendingQuestion(BaseModel):
 
 
 class RunOutcome(BaseModel):
+    """Where a run stands. `stopped`: it ended before finishing (a crash, a kill, Ctrl-C); resume it."""
+
     run_dir: Path
-    status: Literal["finished", "waiting_for_answer"]
+    status: Literal["finished", "waiting_for_answer", "stopped"]
     best_source: Path | None
     best_speedup: float | None
     report: Path | None
@@ -138,7 +140,8 @@ class Run:
                      for item in snapshot.interrupts]
         best: KernelRef | None = snapshot.values.get("best")
         report = snapshot.values.get("report")
-        return RunOutcome(run_dir=self.files.root, status="waiting_for_answer" if questions else "finished",
+        status = "waiting_for_answer" if questions else "finished" if report else "stopped"
+        return RunOutcome(run_dir=self.files.root, status=status,
                           best_source=self.files.best_source if report and best else None,
                           best_speedup=best.speedup if best else None, report=Path(report) if report else None,
                           questions=questions)

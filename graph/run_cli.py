@@ -125,6 +125,9 @@ def _report(outcome: api.RunOutcome) -> int:
         print(f"waiting for your answer: read {question_file}, then run "
               f"`kernelblaster answer {outcome.run_dir} --file ANSWER`")
         return 0
+    if outcome.status == "stopped":
+        print(f"the run stopped before finishing; continue with `kernelblaster resume {outcome.run_dir}`")
+        return 1
     if outcome.best_source is None:
         print(f"no correct CUDA kernel was found; see {outcome.report}")
         return 1

@@ -46,13 +46,9 @@ def check_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
 
 def _soft_check_and_measure(runtime: Runtime[RunContext], state: OptimizationState, resources: RunResources,
                             draft: Candidate, built: BuiltCandidate, verified: EvalResult) -> dict[str, object]:
-    usage: list[TokenUsage] = []
-    if resources.context.soft_verify:
-        problem, spent = soft_verify(resources, draft, NODE)
-        usage += [spent] if spent else []
-        if problem:
-            feedback = Feedback(stage="verify", candidate_source=draft.source, message=problem)
-            return _failed(runtime, state, feedback, problem, usage)
+    feedback, usage = soft_verify(resources, draft, NODE)
+    if feedback is not None:
+        return _failed(runtime, state, feedback, feedback.message, usage)
     measured = measure_on_gpu(resources, built, verified)
     path = resources.files.save(resources.files.result_path(draft.label, "measure"), measured)
     if measured.verdict != "ok":

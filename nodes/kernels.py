@@ -106,8 +106,11 @@ class SoftVerdict(BaseModel):
     problems: list[str] = Field(default_factory=list, description="Each missing or shortcut part, one per item")
 
 
-def soft_verify(resources: RunResources, candidate: Candidate, node: str) -> tuple[str | None, TokenUsage | None]:
-    """What the soft verifier finds missing (None if nothing, or if it could not answer) and its tokens."""
+def soft_verify(resources: RunResources, candidate: Candidate, node: str) -> tuple[Feedback | None, list[TokenUsage]]:
+    """What the soft verifier finds missing, as feedback for the next try (None if nothing, if it could not
+    answer, or if the run switched it off), and the tokens it cost."""
+    if not resources.context.soft_verify:
+        return None, []
     question = load_prompt("soft_verify").question(
         role="soft_verifier", node=node, key=f"{candidate.label}.soft_verify", schema=SoftVerdict,
         pytorch_source=resources.problem.source, cuda_source=resources.files.read(candidate.source),
@@ -116,9 +119,9 @@ def soft_verify(resources: RunResources, candidate: Candidate, node: str) -> tup
     try:
         answer = resources.agent("soft_verifier").ask(question)
     except AgentFailed as failure:
-        return None, failure.usage
-    verdict = answer.value
-    if verdict.faithful:
-        return None, answer.usage
-    return "soft verification: " + ("; ".join(verdict.problems) or "the kernel does not do all the model does"), \
-        answer.usage
+        return None, [failure.usage]
+    if answer.value.faithful:
+        return None, [answer.usage]
+    problems = "; ".join(answer.value.problems) or "the kernel does not do all the model does"
+    return Feedback(stage="verify", candidate_source=candidate.source,
+                    message=f"soft verification: {problems}"), [answer.usage]

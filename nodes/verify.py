@@ -30,13 +30,9 @@ def verify(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Se
         return {"ending": StepEnding(outcome="crashed", detail=result.summary)}
     if result.verdict != "ok":
         return _wrong(runtime, state, verify_feedback(candidate, result), [])
-    usage: list[TokenUsage] = []
-    if runtime.context.soft_verify:
-        problem, spent = soft_verify(resources, candidate, NODE)
-        usage += [spent] if spent else []
-        if problem:
-            return _wrong(runtime, state, Feedback(stage="verify", candidate_source=candidate.source,
-                                                   message=problem), usage)
+    feedback, usage = soft_verify(resources, candidate, NODE)
+    if feedback is not None:
+        return _wrong(runtime, state, feedback, usage)
     write_note(runtime, trajectory_note(NODE, state, "correct"))
     return {"feedback": None, "token_usage": usage}
 

@@ -11,6 +11,7 @@ from fixtures.graph.scenario import (
     applies_first_offered,
     chat_models,
     initial_kernel,
+    kernel,
     run_graph,
     services_for,
     small_context,
@@ -164,3 +165,22 @@ def test_trajectories_fan_out_and_their_steps_and_best_kernels_merge(tmp_path: P
     assert finished.count("trajectory") == 3
     assert sorted(step.trajectory for step in _steps(finished)) == [0, 1, 2]
     assert finished.state["best"].time_ms == 0.5
+
+
+def test_an_init_file_is_the_first_draft_and_the_agent_is_not_asked_for_one(tmp_path: Path) -> None:
+    init = tmp_path / "mine.cu"
+    init.write_text(kernel("ok 0.7"))
+    models = chat_models([applies_first_offered("ok 0.5")])
+    finished = run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=1), init_kernel=init)
+    assert finished.state["initial"].time_ms == 0.7
+    assert len(models["lowering"].prompts) == 1
+
+
+def test_an_init_file_that_fails_is_fixed_by_the_agent_shown_why(tmp_path: Path) -> None:
+    init = tmp_path / "mine.cu"
+    init.write_text(kernel("incorrect"))
+    models = chat_models([initial_kernel("ok 0.9"), applies_first_offered("ok 0.5")])
+    finished = run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=1), init_kernel=init)
+    assert finished.state["initial"].label == "initial-a1"
+    fix_prompt = models["lowering"].prompts[0][1].content
+    assert "failed verification" in fix_prompt and "RECORDED: incorrect" in fix_prompt

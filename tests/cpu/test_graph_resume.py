@@ -54,6 +54,7 @@ def test_resume_after_a_crash_continues_without_redoing_finished_steps(tmp_path:
     context = small_context(tmp_path)
     with pytest.raises(SimulatedCrash):
         api.optimize(PROBLEM, context, services=services_for(models, log))
+    assert api.Run.open(context.run_dir, services_for(models, log)).outcome().status == "stopped"
 
     outcome = api.resume(context.run_dir, services=services_for(models, log))
 
