@@ -100,8 +100,10 @@ class RunFiles:
     def learning_path(self, iteration: int, stage: str) -> str:
         return f"learning/iteration-{iteration:03d}/{stage}.json"
 
-    def answer_path(self, key: str) -> Path:
-        return self.root / "answers" / f"{key}.json"
+    @property
+    def answers(self) -> Path:
+        """The journal of agent answers (`graph.agents.AnswerJournal`)."""
+        return self.root / "answers"
 
     def write_record(self, record: RunRecord) -> None:
         write_text_atomically(self.record, record.model_dump_json(indent=1))

@@ -108,7 +108,7 @@ class RunResources:
         if self.context.llm == "human":
             return HumanAgent(self.context.answer_retries)
         return ChatAgent(self._chat_models.for_role(self.context, role), method=self.context.structured_output,
-                         answer_retries=self.context.answer_retries, journal=AnswerJournal(self.files.root / "answers"))
+                         answer_retries=self.context.answer_retries, journal=AnswerJournal(self.files.answers))
 
     @property
     def header(self) -> str:

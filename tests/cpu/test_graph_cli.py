@@ -109,3 +109,13 @@ def test_progress_lines_show_where_the_run_is_the_best_speedup_and_the_tokens(ca
         best_speedup=1.6, tokens=12345))
     line = capsys.readouterr().out
     assert "iter 1 traj 1 step 3" in line and "best 1.60x" in line and "12.3k tokens" in line
+
+
+def test_a_missing_problem_file_is_a_one_line_error_and_makes_no_run(tmp_path: Path, harness_log: EvaluationLog,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    arguments = _human_run(tmp_path)
+    arguments[1] = str(tmp_path / "nowhere.py")
+    assert main(arguments) == 2
+    error = capsys.readouterr().err
+    assert "nowhere.py" in error and error.count("\n") == 1
+    assert not (tmp_path / "run").exists()

@@ -39,6 +39,7 @@ def test_a_correct_faster_kernel_becomes_the_best_and_is_written_as_best_cu(tmp_
     assert finished.follows("check_initial", "start_iteration")
     assert finished.follows("start_iteration", "trajectory/extract_state")
     assert finished.follows("trajectory/select_optimizations", "trajectory/lower")
+    assert finished.follows("trajectory/lower", "trajectory/compile")
     assert finished.follows("trajectory/compile", "trajectory/verify")
     assert finished.follows("trajectory/verify", "trajectory/evaluate")
     assert finished.follows("trajectory/record_step", "trajectory/extract_state")
