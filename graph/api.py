@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from graph.checkpoint import DURABILITY, open_checkpointer, thread_config
 from graph.context import RunContext
-from graph.graph import build_graph
+from graph.graph import compile_graph
 from graph.human import HumanQuestion
 from graph.progress import Progress, ProgressNote
 from graph.run_files import RunFiles, RunRecord
@@ -102,7 +102,7 @@ class Run:
     def progress(self, answers: dict[str, str] | None = None) -> Iterator[Progress]:
         """Start or continue the run (with answers to pending questions, by id) until it finishes or waits."""
         with open_checkpointer(self.files) as checkpointer:
-            graph = build_graph(self.services).compile(checkpointer=checkpointer)
+            graph = compile_graph(self.services, checkpointer)
             tracker = _Tracker.from_state(graph.get_state(thread_config(self.record.run_id)).values)
             stream = graph.stream(self._graph_input(graph, answers), thread_config(self.record.run_id),
                                   context=self.record.context, stream_mode=["updates", "custom"], subgraphs=True,
@@ -134,8 +134,7 @@ class Run:
     def outcome(self) -> RunOutcome:
         """Where the run stands: finished (with its best kernel and report) or waiting for answers."""
         with open_checkpointer(self.files) as checkpointer:
-            snapshot = build_graph(self.services).compile(checkpointer=checkpointer).get_state(
-                thread_config(self.record.run_id))
+            snapshot = compile_graph(self.services, checkpointer).get_state(thread_config(self.record.run_id))
         questions = [PendingQuestion(id=item.id, question=HumanQuestion.model_validate(item.value))
                      for item in snapshot.interrupts]
         best: KernelRef | None = snapshot.values.get("best")

@@ -21,6 +21,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
@@ -53,6 +54,9 @@ from nodes.start_iteration import start_iteration
 from nodes.update_kb import update_kb
 from nodes.verify import verify
 from nodes.write_initial import write_initial
+
+# 100 iterations of 64-step trajectories with 10 + 10 retries per step stay below this many super-steps.
+RECURSION_LIMIT = 10_000
 
 
 def build_trajectory_graph(services: Services) -> CompiledStateGraph:
@@ -113,6 +117,14 @@ def _binder(services: Services) -> Callable[[Callable[..., Any]], Callable[..., 
     return lambda node: functools.partial(node, services=services)
 
 
+def compile_graph(services: Services | None = None,
+                  checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+    """The runnable graph, allowed more steps than the largest run shape takes (LangGraph's default limit
+    was 25 before 1.0, which a single deep trajectory exceeds)."""
+    graph = build_graph(services).compile(checkpointer=checkpointer, name="kernelblaster")
+    return graph.with_config(recursion_limit=RECURSION_LIMIT)
+
+
 def studio_graph() -> CompiledStateGraph:
     """The graph `langgraph dev` serves (see langgraph.json); the server brings its own checkpointer."""
-    return build_graph().compile(name="kernelblaster")
+    return compile_graph()

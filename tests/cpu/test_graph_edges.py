@@ -185,3 +185,10 @@ def test_an_init_file_that_fails_is_fixed_by_the_agent_shown_why(tmp_path: Path)
     assert finished.state["initial"].label == "initial-a1"
     fix_prompt = models["lowering"].prompts[0][1].content
     assert "failed verification" in fix_prompt and "RECORDED: incorrect" in fix_prompt
+
+
+def test_a_kernel_caught_escaping_its_stream_while_timed_ends_the_step_as_verify_failed(tmp_path: Path) -> None:
+    finished, _ = _run(tmp_path, [initial_kernel("ok 0.9"), applies_first_offered("stream_escape 0.3")], depth=1)
+    assert finished.follows("trajectory/evaluate", "trajectory/record_step")
+    assert _steps(finished)[0].outcome == "verify_failed"
+    assert finished.state["best"].time_ms == 0.9

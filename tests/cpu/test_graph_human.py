@@ -18,7 +18,7 @@ from langgraph.types import Command
 from graph import api, services
 from graph.checkpoint import serializer
 from graph.cli import main
-from graph.graph import build_graph
+from graph.graph import compile_graph
 from graph.state import OptimizationInput
 
 
@@ -98,7 +98,7 @@ def test_answering_a_run_that_waits_for_nothing_is_a_one_line_error(tmp_path: Pa
 
 
 def test_an_answer_given_as_a_json_value_as_studio_sends_it_is_accepted(tmp_path: Path) -> None:
-    graph = build_graph(services.Services()).compile(checkpointer=InMemorySaver(serde=serializer()))
+    graph = compile_graph(services.Services(), InMemorySaver(serde=serializer()))
     config: RunnableConfig = {"configurable": {"thread_id": "studio"}}
     context = small_context(tmp_path, llm="human")
     (first,) = graph.invoke(OptimizationInput(problem_path=str(PROBLEM)), config, context=context)["__interrupt__"]
