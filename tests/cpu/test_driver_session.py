@@ -129,7 +129,8 @@ def test_megabytes_of_stderr_and_non_json_stdout_do_not_block_or_confuse_the_rep
     with fake_session("chatty") as session:
         session.run(0, timeout_s=10)
     # The reply can overtake the last stderr bytes; the tail is complete once the session is closed.
-    assert "last words" in session.stderr_tail()
+    tail = session.stderr_tail()
+    assert "last words" in tail
     assert "==PROF== Connected to process" in tail
     assert len(tail.encode()) <= 64 * 1024
 
