@@ -8,6 +8,7 @@ profiling, the graph, its checkpoints and the KB are all real.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -34,7 +35,8 @@ def _driver(*args: str) -> list[str]:
 
 
 def _environment(tmp_path: Path) -> dict[str, str]:
-    return os.environ | {"PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)]),
+    inherited = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []
+    return os.environ | {"PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent), *inherited]),
                          "KERNELBLASTER_CACHE": str(tmp_path / "cache")}
 
 
@@ -49,7 +51,8 @@ def _run_until_killed(tmp_path: Path, run_dir: Path, kb_path: Path, log_path: Pa
             assert time.monotonic() < deadline, f"no '{KILL_AFTER}' progress within {KILL_DEADLINE_S} s"
             time.sleep(0.2)
     finally:
-        os.killpg(started.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may have ended on its own: the assertion says why
+            os.killpg(started.pid, signal.SIGKILL)
         started.wait()
 
 
