@@ -7,7 +7,7 @@ fills it from flags. The defaults follow the paper's tuning (search depth about 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,15 +20,7 @@ Role = Literal[
     "perf_gap_analysis",
     "parameter_update",
 ]
-ROLES: tuple[Role, ...] = (
-    "lowering",
-    "state_extractor",
-    "state_matcher",
-    "soft_verifier",
-    "policy_evaluation",
-    "perf_gap_analysis",
-    "parameter_update",
-)
+ROLES: tuple[Role, ...] = get_args(Role)
 Precision = Literal["strict", "tf32", "fp16"]
 Provider = Literal["openai", "human"]
 StructuredOutputMethod = Literal["function_calling", "json_schema", "json_mode"]

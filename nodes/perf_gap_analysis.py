@@ -7,13 +7,11 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from graph.agents import AgentFailed
 from graph.context import RunContext
-from graph.progress import ProgressNote, write_note
 from graph.services import RunResources, Services
 from graph.state import KernelRef, LearningNote, OptimizationState
 from nodes.extract_state import profile_view
-from nodes.policy_evaluation import iteration_steps, skipped_note
+from nodes.policy_evaluation import ask_learning_role, iteration_steps, skipped_note
 from nodes.prompting import load_prompt
 
 NODE = "perf_gap_analysis"
@@ -38,14 +36,8 @@ def perf_gap_analysis(state: OptimizationState, runtime: Runtime[RunContext], *,
         role="perf_gap_analysis", node=NODE, key=f"i{state.iteration}.{NODE}", schema=GapAnalysis,
         evaluation=resources.files.read(evaluation.path), profiles=_profiles(state, resources),
     )
-    try:
-        answer = resources.agent("perf_gap_analysis").ask(question)
-    except AgentFailed as failure:
-        return {"learning": [skipped_note(state.iteration, NODE, str(failure))], "token_usage": [failure.usage]}
-    path = resources.files.save(resources.files.learning_path(state.iteration, NODE), answer.value)
-    write_note(runtime, ProgressNote(node=NODE, iteration=state.iteration, text=answer.value.analysis[:160]))
-    note = LearningNote(iteration=state.iteration, stage=NODE, summary=answer.value.analysis[:500], path=path)
-    return {"learning": [note], "token_usage": [answer.usage]}
+    return ask_learning_role(resources, runtime, state.iteration, NODE, question,
+                             summary_of=lambda value: value.analysis)
 
 
 def learning_note(state: OptimizationState, stage: str) -> LearningNote | None:

@@ -4,13 +4,16 @@ step of the iteration with what was measured, and summarise the differences in w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from graph.agents import AgentFailed
+from graph.agents import AgentFailed, Question
 from graph.context import RunContext
 from graph.progress import ProgressNote, write_note
-from graph.services import Services
+from graph.services import RunResources, Services
 from graph.state import LearningNote, OptimizationState, StepRecord
 from harness.problem import Problem
 from nodes.prompting import load_prompt
@@ -44,18 +47,27 @@ def policy_evaluation(state: OptimizationState, runtime: Runtime[RunContext], *,
         problem=describe_problem(resources.problem), iteration=state.iteration + 1,
         replay="\n".join(describe_step(step) for step in steps),
     )
-    try:
-        answer = resources.agent("policy_evaluation").ask(question)
-    except AgentFailed as failure:
-        return {"learning": [skipped_note(state.iteration, NODE, str(failure))], "token_usage": [failure.usage]}
-    path = resources.files.save(resources.files.learning_path(state.iteration, NODE), answer.value)
-    write_note(runtime, ProgressNote(node=NODE, iteration=state.iteration, text=answer.value.summary[:160]))
-    note = LearningNote(iteration=state.iteration, stage=NODE, summary=answer.value.summary[:500], path=path)
-    return {"learning": [note], "token_usage": [answer.usage]}
+    return ask_learning_role(resources, runtime, state.iteration, NODE, question,
+                             summary_of=lambda value: value.summary)
 
 
 def iteration_steps(state: OptimizationState) -> list[StepRecord]:
     return [step for step in state.steps if step.iteration == state.iteration]
+
+
+def ask_learning_role(resources: RunResources, runtime: Runtime[RunContext], iteration: int, node: str,
+                      question: Question, summary_of: Callable[[Any], str]) -> dict[str, object]:
+    """Ask one textual-gradient role (named like its node) and keep its answer as the iteration's learning
+    note; a failed ask is recorded as a skipped note, never a crash of the run."""
+    try:
+        answer = resources.agent(node).ask(question)
+    except AgentFailed as failure:
+        return {"learning": [skipped_note(iteration, node, str(failure))], "token_usage": [failure.usage]}
+    path = resources.files.save(resources.files.learning_path(iteration, node), answer.value)
+    summary = summary_of(answer.value)
+    write_note(runtime, ProgressNote(node=node, iteration=iteration, text=summary[:160]))
+    note = LearningNote(iteration=iteration, stage=node, summary=summary[:500], path=path)
+    return {"learning": [note], "token_usage": [answer.usage]}
 
 
 def skipped_note(iteration: int, stage: str, why: str) -> LearningNote:
