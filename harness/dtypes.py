@@ -17,10 +17,6 @@ class DtypeInfo:
     torch_dtype: torch.dtype
 
     @property
-    def is_floating(self) -> bool:
-        return self.torch_dtype.is_floating_point
-
-    @property
     def itemsize(self) -> int:
         return torch.empty((), dtype=self.torch_dtype).element_size()
 
