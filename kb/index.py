@@ -31,6 +31,10 @@ CROSS_ARCH_PENALTY = 0.1
 _HASH_KEY = "content_hash"
 
 
+class IndexUnreadable(Exception):
+    """The index's database cannot be read; it is derived data, so the caller rebuilds it."""
+
+
 @dataclass(frozen=True)
 class StateMatch:
     """A known state near a query signature: its cosine distance, and whether it was seen on this arch."""
@@ -85,12 +89,19 @@ class SignatureIndex:
         return self._open().count()
 
     def query(self, signature: Sequence[float], n_results: int) -> list[tuple[str, float]]:
-        """The ids and cosine distances of the `n_results` nearest indexed states, nearest first."""
-        collection = self._open()
-        n_results = min(n_results, collection.count())
-        if n_results == 0:
-            return []
-        result = collection.query(query_embeddings=[list(signature)], n_results=n_results, include=["distances"])
+        """The ids and cosine distances of the `n_results` nearest indexed states, nearest first.
+
+        Raises `IndexUnreadable` when the files under the index changed behind this process's back (Chroma
+        caches one client per path, which can answer `sync` from memory for a deleted or replaced database).
+        """
+        try:
+            collection = self._open()
+            n_results = min(n_results, collection.count())
+            if n_results == 0:
+                return []
+            result = collection.query(query_embeddings=[list(signature)], n_results=n_results, include=["distances"])
+        except Exception as error:  # Chroma raises several unrelated types for a damaged database
+            raise IndexUnreadable(f"{self.directory}: {error}") from error
         return list(zip(result["ids"][0], result["distances"][0], strict=True))
 
     def _update(self, document: KBDocument, document_hash: str) -> None:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from kb.codec import DecodedKB, decode, encode
 from kb.edits import EditResult, KBEdit, apply_edits
 from kb.errors import KBFileError
-from kb.index import SignatureIndex, StateMatch, content_hash, nearest_states
+from kb.index import IndexUnreadable, SignatureIndex, StateMatch, content_hash, nearest_states
 from kb.outcomes import RUN_ID_PATTERN, OutcomeEvent, apply_outcome
 from kb.paths import (
     backup_path_for,
@@ -120,7 +120,11 @@ class KnowledgeBase:
     def nearest_states(self, signature: Sequence[float], arch: str, k: int) -> list[StateMatch]:
         """The k known states nearest to a profiled signature, same-arch states first among equals."""
         self._sync_index()
-        return nearest_states(self._document, self._index, signature, arch, k)
+        try:
+            return nearest_states(self._document, self._index, signature, arch, k)
+        except IndexUnreadable:
+            self.reindex()
+            return nearest_states(self._document, self._index, signature, arch, k)
 
     def select_optimizations(
         self,
