@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kb.edits import AddLesson, AddState
-from kb.outcomes import EventId, OutcomeEvent
-from kb.schema import Optimization, OutcomeStats, OutcomeStatus, PerformanceState
-from kb.signature_fields import SIGNATURE_LENGTH
-from kb.store import KnowledgeBase
+from kernelblaster.kb.edits import AddLesson, AddState
+from kernelblaster.kb.outcomes import EventId, OutcomeEvent
+from kernelblaster.kb.schema import Optimization, OutcomeStats, OutcomeStatus, PerformanceState
+from kernelblaster.kb.signature_fields import SIGNATURE_LENGTH
+from kernelblaster.kb.store import KnowledgeBase
 
 OPTIMIZATIONS_PER_STATE = 8
 ARCHES = ("sm_80", "sm_90", "sm_100")

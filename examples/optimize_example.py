@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from graph.api import Run
-from graph.context import RunContext
-from tools.errors import UserFacingError
+from kernelblaster.graph.api import Run
+from kernelblaster.graph.context import RunContext
+from kernelblaster.tools.errors import UserFacingError
 
 PROBLEM = Path(__file__).parent / "problems" / "elementwise_swish_scale.py"
 

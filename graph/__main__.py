@@ -1,7 +1,7 @@
-"""`python -m graph` runs the `kernelblaster` command line."""
+"""`python -m kernelblaster.graph` runs the `kernelblaster` command line."""
 
 import sys
 
-from graph.cli import main
+from kernelblaster.graph.cli import main
 
 sys.exit(main())

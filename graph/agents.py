@@ -15,9 +15,9 @@ from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from graph.context import Role
-from graph.run_files import write_text_atomically
-from graph.state import TokenUsage
+from kernelblaster.graph.context import Role
+from kernelblaster.graph.run_files import write_text_atomically
+from kernelblaster.graph.state import TokenUsage
 
 T = TypeVar("T", bound=BaseModel)
 

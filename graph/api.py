@@ -1,7 +1,7 @@
 """The Python API: optimize a problem, watch its progress, resume it, answer its questions.
 
-    from graph.api import optimize
-    from graph.context import RunContext
+    from kernelblaster.graph.api import optimize
+    from kernelblaster.graph.context import RunContext
 
     outcome = optimize("examples/problems/elementwise_swish_scale.py", RunContext(iterations=1))
     print(outcome.best_source, outcome.best_speedup)
@@ -23,18 +23,18 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from graph.checkpoint import DURABILITY, open_checkpointer, thread_config
-from graph.context import RunContext
-from graph.graph import compile_graph
-from graph.human import HumanQuestion
-from graph.progress import Progress, ProgressNote
-from graph.run_files import RunFiles, RunRecord
-from graph.services import Services
-from graph.state import KernelRef, OptimizationInput
-from harness.problem import load_problem
-from kb.paths import resolve_kb_path
-from nodes.setup import run_id_for
-from tools.errors import UserFacingError
+from kernelblaster.graph.checkpoint import DURABILITY, open_checkpointer, thread_config
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.graph import compile_graph
+from kernelblaster.graph.human import HumanQuestion
+from kernelblaster.graph.progress import Progress, ProgressNote
+from kernelblaster.graph.run_files import RunFiles, RunRecord
+from kernelblaster.graph.services import Services
+from kernelblaster.graph.state import KernelRef, OptimizationInput
+from kernelblaster.harness.problem import load_problem
+from kernelblaster.kb.paths import resolve_kb_path
+from kernelblaster.nodes.setup import run_id_for
+from kernelblaster.tools.errors import UserFacingError
 
 RUNS_DIRECTORY = Path("runs")
 

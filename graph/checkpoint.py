@@ -16,10 +16,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from graph import state
-from graph.run_files import RunFiles
-from kb.schema import Category, OutcomeStats
-from kb.selection import SelectedOptimization
+from kernelblaster.graph import state
+from kernelblaster.graph.run_files import RunFiles
+from kernelblaster.kb.schema import Category, OutcomeStats
+from kernelblaster.kb.selection import SelectedOptimization
 
 DURABILITY: Literal["sync"] = "sync"
 

@@ -10,13 +10,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tools.errors import UserFacingError
+from kernelblaster.tools.errors import UserFacingError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from graph import run_cli
-    from harness import cli as harness_cli
-    from kb import cli as kb_cli
+    from kernelblaster.graph import run_cli
+    from kernelblaster.harness import cli as harness_cli
+    from kernelblaster.kb import cli as kb_cli
 
     parser = argparse.ArgumentParser(
         prog="kernelblaster",

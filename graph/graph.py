@@ -25,8 +25,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from graph.context import RunContext
-from graph.routes import (
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.routes import (
     after_compile,
     after_initial_check,
     after_learning,
@@ -36,24 +36,24 @@ from graph.routes import (
     after_verify,
     fan_out_trajectories,
 )
-from graph.services import Services
-from graph.state import OptimizationInput, OptimizationState, TrajectoryOutput, TrajectoryState
-from nodes.check_initial import check_initial
-from nodes.compile import compile_candidate
-from nodes.evaluate import evaluate
-from nodes.extract_state import extract_state
-from nodes.finish import finish
-from nodes.lower import lower
-from nodes.match_state import match_state
-from nodes.perf_gap_analysis import perf_gap_analysis
-from nodes.policy_evaluation import policy_evaluation
-from nodes.record_step import record_step
-from nodes.select_optimizations import select_optimizations
-from nodes.setup import setup
-from nodes.start_iteration import start_iteration
-from nodes.update_kb import update_kb
-from nodes.verify import verify
-from nodes.write_initial import write_initial
+from kernelblaster.graph.services import Services
+from kernelblaster.graph.state import OptimizationInput, OptimizationState, TrajectoryOutput, TrajectoryState
+from kernelblaster.nodes.check_initial import check_initial
+from kernelblaster.nodes.compile import compile_candidate
+from kernelblaster.nodes.evaluate import evaluate
+from kernelblaster.nodes.extract_state import extract_state
+from kernelblaster.nodes.finish import finish
+from kernelblaster.nodes.lower import lower
+from kernelblaster.nodes.match_state import match_state
+from kernelblaster.nodes.perf_gap_analysis import perf_gap_analysis
+from kernelblaster.nodes.policy_evaluation import policy_evaluation
+from kernelblaster.nodes.record_step import record_step
+from kernelblaster.nodes.select_optimizations import select_optimizations
+from kernelblaster.nodes.setup import setup
+from kernelblaster.nodes.start_iteration import start_iteration
+from kernelblaster.nodes.update_kb import update_kb
+from kernelblaster.nodes.verify import verify
+from kernelblaster.nodes.write_initial import write_initial
 
 # 100 iterations of 64-step trajectories with 10 + 10 retries per step stay below this many super-steps.
 RECURSION_LIMIT = 10_000

@@ -17,10 +17,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 
-from graph.agents import Agent, AgentFailed, Answer, AnswerJournal, Question, T, no_usage
-from graph.context import Role, RunContext, StructuredOutputMethod
-from graph.state import TokenUsage
-from tools.errors import UserFacingError
+from kernelblaster.graph.agents import Agent, AgentFailed, Answer, AnswerJournal, Question, T, no_usage
+from kernelblaster.graph.context import Role, RunContext, StructuredOutputMethod
+from kernelblaster.graph.state import TokenUsage
+from kernelblaster.tools.errors import UserFacingError
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"

@@ -11,7 +11,7 @@ from typing import TextIO
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
-from graph.state import TrajectoryState
+from kernelblaster.graph.state import TrajectoryState
 
 
 class ProgressNote(BaseModel):

@@ -12,8 +12,8 @@ from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from graph.context import RunContext
-from graph.state import OptimizationState, TrajectoryState
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.state import OptimizationState, TrajectoryState
 
 
 def after_initial_check(state: OptimizationState,

@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from graph import api
-from graph.context import ROLES, RunContext
-from graph.progress import ProgressDisplay
-from graph.run_files import RunFiles, write_text_atomically
-from tools.errors import UserFacingError
+from kernelblaster.graph import api
+from kernelblaster.graph.context import ROLES, RunContext
+from kernelblaster.graph.progress import ProgressDisplay
+from kernelblaster.graph.run_files import RunFiles, write_text_atomically
+from kernelblaster.tools.errors import UserFacingError
 
 # Flag -> RunContext field, for the flags that set one directly.
 CONTEXT_FLAGS = {

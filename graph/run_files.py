@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from graph.context import RunContext
+from kernelblaster.graph.context import RunContext
 
 
 class RunRecord(BaseModel):

@@ -15,17 +15,17 @@ from typing import Protocol
 
 from langchain_core.language_models import BaseChatModel
 
-from graph.agents import Agent, AnswerJournal
-from graph.context import Role, RunContext
-from graph.gpu_pool import GpuPool
-from graph.human import HumanAgent
-from graph.llm import ChatAgent, chat_model, check_endpoint
-from graph.run_files import RunFiles, source_sha256
-from harness.evaluate import EvalOptions
-from harness.problem import Problem, load_problem
-from harness.profile import ProfileOutcome
-from harness.result import BaselineTiming, EvalResult
-from kb.store import KnowledgeBase
+from kernelblaster.graph.agents import Agent, AnswerJournal
+from kernelblaster.graph.context import Role, RunContext
+from kernelblaster.graph.gpu_pool import GpuPool
+from kernelblaster.graph.human import HumanAgent
+from kernelblaster.graph.llm import ChatAgent, chat_model, check_endpoint
+from kernelblaster.graph.run_files import RunFiles, source_sha256
+from kernelblaster.harness.evaluate import EvalOptions
+from kernelblaster.harness.problem import Problem, load_problem
+from kernelblaster.harness.profile import ProfileOutcome
+from kernelblaster.harness.result import BaselineTiming, EvalResult
+from kernelblaster.kb.store import KnowledgeBase
 
 
 class BuiltCandidate(Protocol):
@@ -77,7 +77,7 @@ class OpenAIChatModels:
 
 
 def harness_evaluator(problem: Problem, options: EvalOptions) -> Evaluator:
-    from harness.evaluate import CandidateEvaluator
+    from kernelblaster.harness.evaluate import CandidateEvaluator
 
     return CandidateEvaluator(problem, options)
 

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from kb.selection import SelectedOptimization
+from kernelblaster.kb.selection import SelectedOptimization
 
 StepOutcome = Literal["measured", "suspicious", "compile_failed", "verify_failed", "crashed", "llm_failed"]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import torch
 from pydantic import ValidationError
 
-from harness.precision import PrecisionPolicy, torch_precision
-from harness.problem import Problem, instantiate
-from harness.result import BaselineTiming
-from harness.timing import time_torch_calls
+from kernelblaster.harness.precision import PrecisionPolicy, torch_precision
+from kernelblaster.harness.problem import Problem, instantiate
+from kernelblaster.harness.result import BaselineTiming
+from kernelblaster.harness.timing import time_torch_calls
 
 
 def baseline_for(problem: Problem, device: int, policy: PrecisionPolicy, rotating_sets: int,

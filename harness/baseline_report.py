@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from harness.evaluate import CandidateEvaluator, EvalOptions
-from harness.problem import Problem
-from harness.profile import ProfileOutcome
-from harness.result import BaselineTiming, Roofline
-from harness.roofline import roofline_check
+from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions
+from kernelblaster.harness.problem import Problem
+from kernelblaster.harness.profile import ProfileOutcome
+from kernelblaster.harness.result import BaselineTiming, Roofline
+from kernelblaster.harness.roofline import roofline_check
 
 
 class BaselineReport(BaseModel):

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.dtypes import dtype_info
-from harness.spec import ProblemSpec, TensorSpec
-from tools.driver_process import IpcTensor, TensorSet
-from tools.errors import UserFacingError
+from kernelblaster.harness.dtypes import dtype_info
+from kernelblaster.harness.spec import ProblemSpec, TensorSpec
+from kernelblaster.tools.driver_process import IpcTensor, TensorSet
+from kernelblaster.tools.errors import UserFacingError
 
 _IPC_HANDLE_BYTES = 64
 _MIN_ALLOCATION = 256

@@ -11,10 +11,10 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from harness.static_check import StaticViolation, check_source
-from tools.errors import UserFacingError
-from tools.nvcc import CompileResult, CompilerMessage, KernelResources, compile_object, link_executable
-from tools.symbols import SymbolViolation, check_object_symbols, link_libraries, validate_allow
+from kernelblaster.harness.static_check import StaticViolation, check_source
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.nvcc import CompileResult, CompilerMessage, KernelResources, compile_object, link_executable
+from kernelblaster.tools.symbols import SymbolViolation, check_object_symbols, link_libraries, validate_allow
 
 DRIVER_DIR = Path(__file__).resolve().parent / "driver"
 DRIVER_SOURCE = DRIVER_DIR / "kb_driver.cu"

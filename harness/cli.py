@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 
-from harness.evaluate import EvalOptions, evaluate_candidate, gpu_available
-from harness.precision import PRECISION_POLICIES
-from tools.errors import UserFacingError
+from kernelblaster.harness.evaluate import EvalOptions, evaluate_candidate, gpu_available
+from kernelblaster.harness.precision import PRECISION_POLICIES
+from kernelblaster.tools.errors import UserFacingError
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -61,7 +61,7 @@ def _library_list(text: str) -> frozenset[str]:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from harness.report import render_eval
+    from kernelblaster.harness.report import render_eval
 
     options = EvalOptions(seeds=args.seeds, precision=args.precision, allow=args.allow, gpu=args.gpu,
                           profile=args.profile, baseline=not args.no_baseline, timeout_s=args.timeout, arch=args.arch)
@@ -73,9 +73,9 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_baseline(args: argparse.Namespace) -> int:
-    from harness.baseline_report import measure_baseline_report
-    from harness.problem import load_problem
-    from harness.report import render_baseline_lines, render_profile_lines, render_roofline
+    from kernelblaster.harness.baseline_report import measure_baseline_report
+    from kernelblaster.harness.problem import load_problem
+    from kernelblaster.harness.report import render_baseline_lines, render_profile_lines, render_roofline
 
     problem = load_problem(args.problem)
     if not gpu_available():
@@ -97,9 +97,9 @@ def run_baseline(args: argparse.Namespace) -> int:
 
 
 def run_header(args: argparse.Namespace) -> int:
-    from harness.header import generate_header
-    from harness.problem import load_problem
-    from harness.spec import spec_for_problem
+    from kernelblaster.harness.header import generate_header
+    from kernelblaster.harness.problem import load_problem
+    from kernelblaster.harness.spec import spec_for_problem
 
     problem = load_problem(args.problem)
     # The spec `eval` compiles against: derived on the meta device, so no input is ever materialised.

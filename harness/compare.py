@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from pydantic import BaseModel
 
-from harness.precision import Tolerance
+from kernelblaster.harness.precision import Tolerance
 
 POISON_BYTE = 0xFF  # all-ones bytes: NaN in every float format, -1 in integers, so unwritten elements stand out
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tools.errors import UserFacingError
+from kernelblaster.tools.errors import UserFacingError
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,16 @@ from typing import TypeVar
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.baseline import baseline_for
-from harness.buffers import SharedMemoryPool, SharedSet
-from harness.build import BuildResult, build_candidate
-from harness.header import generate_header
-from harness.precision import PrecisionPolicy
-from harness.problem import Problem, instantiate, load_problem
-from harness.profile import ProfileOutcome
-from harness.profile_run import profile_candidate, profile_pytorch
-from harness.references import ReferenceCache
-from harness.result import (
+from kernelblaster.harness.baseline import baseline_for
+from kernelblaster.harness.buffers import SharedMemoryPool, SharedSet
+from kernelblaster.harness.build import BuildResult, build_candidate
+from kernelblaster.harness.header import generate_header
+from kernelblaster.harness.precision import PrecisionPolicy
+from kernelblaster.harness.problem import Problem, instantiate, load_problem
+from kernelblaster.harness.profile import ProfileOutcome
+from kernelblaster.harness.profile_run import profile_candidate, profile_pytorch
+from kernelblaster.harness.references import ReferenceCache
+from kernelblaster.harness.result import (
     BaselineTiming,
     CandidateTiming,
     CheckResult,
@@ -41,12 +41,12 @@ from harness.result import (
     Speedup,
     Verdict,
 )
-from harness.roofline import count_flops, peaks_for_device, roofline_check, roofline_for
-from harness.spec import spec_for_problem
-from harness.timing import flush_bytes, stream_escape_check, time_candidate, wall_seconds
-from harness.verify import Verification, VerificationContext, verify_candidate
-from tools.driver_process import DriverCrashed, DriverSession, DriverTimeout
-from tools.errors import UserFacingError
+from kernelblaster.harness.roofline import count_flops, peaks_for_device, roofline_check, roofline_for
+from kernelblaster.harness.spec import spec_for_problem
+from kernelblaster.harness.timing import flush_bytes, stream_escape_check, time_candidate, wall_seconds
+from kernelblaster.harness.verify import Verification, VerificationContext, verify_candidate
+from kernelblaster.tools.driver_process import DriverCrashed, DriverSession, DriverTimeout
+from kernelblaster.tools.errors import UserFacingError
 
 T = TypeVar("T")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import re
 
-from harness.dtypes import dtype_info
-from harness.spec import ConstantSpec, ProblemSpec, TensorSpec
+from kernelblaster.harness.dtypes import dtype_info
+from kernelblaster.harness.spec import ConstantSpec, ProblemSpec, TensorSpec
 
 _ROLES = (("inputs", "IN"), ("params", "PARAM"), ("outputs", "OUT"))
 

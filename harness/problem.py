@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tools.errors import UserFacingError
+from kernelblaster.tools.errors import UserFacingError
 
 
 class ProblemError(UserFacingError):

@@ -11,8 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from harness.signature import SIGNATURE_FIELDS, describe_signature, signature_from_report
-from tools.ncu import NcuReport, parse_details_csv, render_findings
+from kernelblaster.harness.signature import SIGNATURE_FIELDS, describe_signature, signature_from_report
+from kernelblaster.tools.ncu import NcuReport, parse_details_csv, render_findings
 
 DEFAULT_FINDINGS_CHARS = 4000
 

@@ -10,11 +10,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.profile import ProfileOutcome, ProfileUnavailable, build_profile_report
-from harness.timing import flush_bytes
-from tools.driver_process import DriverCrashed, DriverSession, DriverTimeout, TensorSet
-from tools.errors import UserFacingError
-from tools.ncu import ToolUnavailable, check_ncu_run, export_details, locate_ncu, profile_command, profile_prefix
+from kernelblaster.harness.profile import ProfileOutcome, ProfileUnavailable, build_profile_report
+from kernelblaster.harness.timing import flush_bytes
+from kernelblaster.tools.driver_process import DriverCrashed, DriverSession, DriverTimeout, TensorSet
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.ncu import (
+    ToolUnavailable,
+    check_ncu_run,
+    export_details,
+    locate_ncu,
+    profile_command,
+    profile_prefix,
+)
 
 PROFILE_WARMUP = 3
 # ncu replays every kernel once per metric pass (about 20 for these sections), so a call costs far more.
@@ -42,7 +49,7 @@ def profile_pytorch(problem_path: Path, gpu: int, precision: str, workdir: Path,
     if unavailable:
         return unavailable
     report_path = workdir / "baseline-profile"
-    target = [sys.executable, "-m", "harness.profile_target", str(problem_path), "--gpu", str(gpu),
+    target = [sys.executable, "-m", "kernelblaster.harness.profile_target", str(problem_path), "--gpu", str(gpu),
               "--precision", precision]
     try:
         done = subprocess.run(profile_command(target, report_path), capture_output=True, text=True,

@@ -1,6 +1,6 @@
 """Child process profiled by ncu for the PyTorch baseline: one eager call between cudaProfilerStart/Stop.
 
-Run as `python -m harness.profile_target PROBLEM.py --gpu N --precision P`.
+Run as `python -m kernelblaster.harness.profile_target PROBLEM.py --gpu N --precision P`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import argparse
 
 import torch
 
-from harness.precision import PRECISION_POLICIES, torch_precision
-from harness.problem import instantiate, load_problem
+from kernelblaster.harness.precision import PRECISION_POLICIES, torch_precision
+from kernelblaster.harness.problem import instantiate, load_problem
 
 WARMUP_CALLS = 3
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from harness.precision import torch_precision
-from harness.problem import Problem, ProblemInstance, instantiate
+from kernelblaster.harness.precision import torch_precision
+from kernelblaster.harness.problem import Problem, ProblemInstance, instantiate
 
 LARGE_SCALE = 1e3
 TINY_SCALE = 1e-4

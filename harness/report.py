@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.profile import ProfileOutcome, ProfileReport
-from harness.result import BaselineTiming, EvalResult, Roofline
+from kernelblaster.harness.profile import ProfileOutcome, ProfileReport
+from kernelblaster.harness.result import BaselineTiming, EvalResult, Roofline
 
 
 def render_eval(result: EvalResult) -> str:

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from harness.profile import ProfileOutcome
-from harness.stats import TimingStats
+from kernelblaster.harness.profile import ProfileOutcome
+from kernelblaster.harness.stats import TimingStats
 
 Verdict = Literal["ok", "compile_error", "static_violation", "incorrect", "crash", "timeout", "suspicious", "no_gpu"]
 

@@ -15,10 +15,10 @@ import torch
 from pydantic import BaseModel, ValidationError
 from torch.utils.flop_counter import FlopCounterMode
 
-from harness.precision import PrecisionPolicy
-from harness.problem import ProblemInstance
-from harness.result import CheckResult, Roofline
-from harness.spec import ProblemSpec
+from kernelblaster.harness.precision import PrecisionPolicy
+from kernelblaster.harness.problem import ProblemInstance
+from kernelblaster.harness.result import CheckResult, Roofline
+from kernelblaster.harness.spec import ProblemSpec
 
 # Measured peaks sit below the datasheet ceilings (about 90% of bandwidth); the floor uses peaks scaled by
 # this headroom so that a kernel that merely beats our own measurement of cuBLAS is not called a cheat.

@@ -10,8 +10,8 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel
 
-from harness.dtypes import dtype_info, dtype_of_tensor
-from harness.problem import Problem, ProblemError, ProblemInstance, instantiate, outputs_as_list
+from kernelblaster.harness.dtypes import dtype_info, dtype_of_tensor
+from kernelblaster.harness.problem import Problem, ProblemError, ProblemInstance, instantiate, outputs_as_list
 
 ConstantValue = bool | int | float | list[int] | list[float]
 MAX_DIMS = 8  # KBTensor.shape has eight entries

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from tools.symbols import FORBIDDEN_APIS, LIBRARIES, validate_allow
+from kernelblaster.tools.symbols import FORBIDDEN_APIS, LIBRARIES, validate_allow
 
 PYTORCH_INCLUDE = re.compile(r"^(?:torch|ATen|c10|caffe2|pybind11)/|^(?:Python|torch)\.h$")
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"](?P<path>[^>\"]+)[>\"]", re.MULTILINE)

@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from harness.result import CandidateTiming, CheckResult
-from harness.stats import TimingStats
-from tools.driver_process import DriverSession
+from kernelblaster.harness.result import CandidateTiming, CheckResult
+from kernelblaster.harness.stats import TimingStats
+from kernelblaster.tools.driver_process import DriverSession
 
 TARGET_TIMED_SECONDS = 0.3
 MIN_ITERATIONS = 30

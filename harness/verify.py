@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.buffers import SharedSet
-from harness.compare import POISON_BYTE, as_bytes, compare_output, is_weak_reference, unwritten_elements
-from harness.precision import PrecisionPolicy, tolerance_for
-from harness.references import SPECIAL_CASES, ReferenceCache, ReferenceCase
-from harness.result import CheckResult
-from tools.driver_process import DriverSession
+from kernelblaster.harness.buffers import SharedSet
+from kernelblaster.harness.compare import POISON_BYTE, as_bytes, compare_output, is_weak_reference, unwritten_elements
+from kernelblaster.harness.precision import PrecisionPolicy, tolerance_for
+from kernelblaster.harness.references import SPECIAL_CASES, ReferenceCache, ReferenceCase
+from kernelblaster.harness.result import CheckResult
+from kernelblaster.tools.driver_process import DriverSession
 
 
 @dataclass

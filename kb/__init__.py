@@ -9,7 +9,7 @@ What the graph's nodes use, re-exported here:
 - `SIGNATURE_FIELDS`: the 24-value signature layout shared with the harness.
 """
 
-from kb.edits import (
+from kernelblaster.kb.edits import (
     AddLesson,
     AddOptimization,
     AddState,
@@ -20,13 +20,13 @@ from kb.edits import (
     SetDescription,
     SetPrior,
 )
-from kb.index import StateMatch
-from kb.outcomes import EventId, OutcomeEvent
-from kb.prompt_slice import render_prompt_slice
-from kb.schema import OutcomeStatus, PerformanceState
-from kb.selection import SelectedOptimization, SelectionPolicy
-from kb.signature_fields import SIGNATURE_FIELDS
-from kb.store import KnowledgeBase
+from kernelblaster.kb.index import StateMatch
+from kernelblaster.kb.outcomes import EventId, OutcomeEvent
+from kernelblaster.kb.prompt_slice import render_prompt_slice
+from kernelblaster.kb.schema import OutcomeStatus, PerformanceState
+from kernelblaster.kb.selection import SelectedOptimization, SelectionPolicy
+from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
+from kernelblaster.kb.store import KnowledgeBase
 
 __all__ = [
     "SIGNATURE_FIELDS",

@@ -7,11 +7,11 @@ import json
 import sys
 from pathlib import Path
 
-from kb.diff import diff_documents, format_diff
-from kb.errors import KBLookupError
-from kb.paths import KB_PATH_VARIABLE
-from kb.store import KnowledgeBase, read_document
-from kb.summary import format_state, format_state_list, format_stats, kb_stats
+from kernelblaster.kb.diff import diff_documents, format_diff
+from kernelblaster.kb.errors import KBLookupError
+from kernelblaster.kb.paths import KB_PATH_VARIABLE
+from kernelblaster.kb.store import KnowledgeBase, read_document
+from kernelblaster.kb.summary import format_state, format_state_list, format_stats, kb_stats
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:

@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from kb.errors import KBFileError
-from kb.migrate import READABLE_VERSIONS, migrate_to_current, schema_version_of
-from kb.schema import SCHEMA_VERSION, KBDocument
-from kb.signature_fields import SIGNATURE_FIELDS
+from kernelblaster.kb.errors import KBFileError
+from kernelblaster.kb.migrate import READABLE_VERSIONS, migrate_to_current, schema_version_of
+from kernelblaster.kb.schema import SCHEMA_VERSION, KBDocument
+from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
 
 _Parsed = TypeVar("_Parsed")
 

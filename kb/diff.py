@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kb.schema import KBDocument, Optimization
+from kernelblaster.kb.schema import KBDocument, Optimization
 
 
 class OptimizationChange(BaseModel):

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
 
-from kb.codec import describe_validation_error
-from kb.schema import (
+from kernelblaster.kb.codec import describe_validation_error
+from kernelblaster.kb.schema import (
     MAX_LESSONS,
     MAX_SECONDARY,
     Category,

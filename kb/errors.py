@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.errors import UserFacingError
+from kernelblaster.tools.errors import UserFacingError
 
 
 class KBFileError(UserFacingError):

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kb.safe_files import exclusive_lock
-from kb.schema import KBDocument, PerformanceState
-from kb.signature_fields import SIGNATURE_FIELDS, check_signature
+from kernelblaster.kb.safe_files import exclusive_lock
+from kernelblaster.kb.schema import KBDocument, PerformanceState
+from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS, check_signature
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kb.schema import (
+from kernelblaster.kb.schema import (
     SCHEMA_VERSION,
     WIN_THRESHOLD,
     Category,
@@ -22,7 +22,7 @@ from kb.schema import (
     OutcomeStats,
     Technique,
 )
-from kb.signature_fields import SIGNATURE_FIELDS
+from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
 
 READABLE_VERSIONS = (0, SCHEMA_VERSION)
 

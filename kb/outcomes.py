@@ -11,8 +11,8 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints, model_validator
 
-from kb.errors import KBLookupError
-from kb.schema import KBDocument, KBModel, Optimization, OutcomeStatus, Slug, Transition
+from kernelblaster.kb.errors import KBLookupError
+from kernelblaster.kb.schema import KBDocument, KBModel, Optimization, OutcomeStatus, Slug, Transition
 
 # Event ids are remembered for the most recent runs only (a level of problems would otherwise fill the
 # file with ids); only a recent run can be resumed.

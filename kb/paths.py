@@ -25,7 +25,7 @@ def resolve_kb_path(explicit: str | Path | None) -> Path:
 
 def seed_kb_bytes() -> bytes:
     """The seed KB shipped inside the package, copied to a KB path on its first use."""
-    return resources.files("kb").joinpath("seed", "seed_kb.json").read_bytes()
+    return resources.files("kernelblaster.kb").joinpath("seed", "seed_kb.json").read_bytes()
 
 
 def index_directory_for(kb_path: Path) -> Path:

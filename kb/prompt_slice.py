@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kb.index import StateMatch
-from kb.schema import OutcomeStats, PerformanceState
-from kb.selection import SelectedOptimization
-from kb.tokens import TokenCounter, default_token_counter
+from kernelblaster.kb.index import StateMatch
+from kernelblaster.kb.schema import OutcomeStats, PerformanceState
+from kernelblaster.kb.selection import SelectedOptimization
+from kernelblaster.kb.tokens import TokenCounter, default_token_counter
 
 
 @dataclass(frozen=True)

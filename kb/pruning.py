@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from kb.schema import KBDocument, Optimization
+from kernelblaster.kb.schema import KBDocument, Optimization
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from kb.signature_fields import SIGNATURE_LENGTH, SIGNATURE_MAX, SIGNATURE_MIN, require_direction
+from kernelblaster.kb.signature_fields import SIGNATURE_LENGTH, SIGNATURE_MAX, SIGNATURE_MIN, require_direction
 
 SCHEMA_VERSION = 1
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from kb.schema import Category, Optimization, OutcomeStats, PerformanceState, Technique, Transition
+from kernelblaster.kb.schema import Category, Optimization, OutcomeStats, PerformanceState, Technique, Transition
 
 
 @dataclass(frozen=True)

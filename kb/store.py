@@ -14,24 +14,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kb.codec import DecodedKB, decode, encode
-from kb.edits import EditResult, KBEdit, apply_edits
-from kb.errors import KBFileError
-from kb.index import IndexUnreadable, SignatureIndex, StateMatch, content_hash, nearest_states
-from kb.outcomes import RUN_ID_PATTERN, OutcomeEvent, apply_outcome
-from kb.paths import (
+from kernelblaster.kb.codec import DecodedKB, decode, encode
+from kernelblaster.kb.edits import EditResult, KBEdit, apply_edits
+from kernelblaster.kb.errors import KBFileError
+from kernelblaster.kb.index import IndexUnreadable, SignatureIndex, StateMatch, content_hash, nearest_states
+from kernelblaster.kb.outcomes import RUN_ID_PATTERN, OutcomeEvent, apply_outcome
+from kernelblaster.kb.paths import (
     backup_path_for,
     index_directory_for,
     resolve_kb_path,
     seed_kb_bytes,
     snapshot_path_for,
 )
-from kb.pruning import DEFAULT_POLICY as DEFAULT_PRUNE_POLICY
-from kb.pruning import PrunePolicy, PruneReport, prune
-from kb.safe_files import exclusive_lock, write_atomically
-from kb.schema import KBDocument, PerformanceState
-from kb.selection import DEFAULT_POLICY as DEFAULT_SELECTION_POLICY
-from kb.selection import SelectedOptimization, SelectionPolicy, select_optimizations
+from kernelblaster.kb.pruning import DEFAULT_POLICY as DEFAULT_PRUNE_POLICY
+from kernelblaster.kb.pruning import PrunePolicy, PruneReport, prune
+from kernelblaster.kb.safe_files import exclusive_lock, write_atomically
+from kernelblaster.kb.schema import KBDocument, PerformanceState
+from kernelblaster.kb.selection import DEFAULT_POLICY as DEFAULT_SELECTION_POLICY
+from kernelblaster.kb.selection import SelectedOptimization, SelectionPolicy, select_optimizations
 
 _Result = TypeVar("_Result")
 

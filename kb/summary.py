@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kb.prompt_slice import describe_evidence
-from kb.schema import KBDocument, PerformanceState
+from kernelblaster.kb.prompt_slice import describe_evidence
+from kernelblaster.kb.schema import KBDocument, PerformanceState
 
 
 class KBStats(BaseModel):

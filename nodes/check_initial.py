@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import RunContext
-from graph.progress import ProgressNote, write_note
-from graph.services import BuiltCandidate, RunResources, Services
-from graph.state import Candidate, Feedback, OptimizationState, TokenUsage
-from harness.result import EvalResult
-from nodes.kernels import (
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import ProgressNote, write_note
+from kernelblaster.graph.services import BuiltCandidate, RunResources, Services
+from kernelblaster.graph.state import Candidate, Feedback, OptimizationState, TokenUsage
+from kernelblaster.harness.result import EvalResult
+from kernelblaster.nodes.kernels import (
     compile_feedback,
     measure_on_gpu,
     measured_kernel,

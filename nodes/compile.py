@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import RunContext
-from graph.progress import trajectory_note, write_note
-from graph.services import Services
-from graph.state import StepEnding, TrajectoryState
-from nodes.kernels import compile_feedback
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import trajectory_note, write_note
+from kernelblaster.graph.services import Services
+from kernelblaster.graph.state import StepEnding, TrajectoryState
+from kernelblaster.nodes.kernels import compile_feedback
 
 NODE = "compile"
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import RunContext
-from graph.progress import trajectory_note, write_note
-from graph.services import Services
-from graph.state import StepEnding, TrajectoryState
-from nodes.kernels import measure_on_gpu, measured_kernel, read_result
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import trajectory_note, write_note
+from kernelblaster.graph.services import Services
+from kernelblaster.graph.state import StepEnding, TrajectoryState
+from kernelblaster.nodes.kernels import measure_on_gpu, measured_kernel, read_result
 
 NODE = "evaluate"
 

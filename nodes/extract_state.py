@@ -10,15 +10,15 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from graph.agents import AgentFailed
-from graph.context import RunContext
-from graph.progress import trajectory_note, write_note
-from graph.services import RunResources, Services
-from graph.state import KernelRef, ProfiledState, TokenUsage, TrajectoryState
-from harness.profile import ProfileReport
-from kb.schema import LongText, ShortText
-from nodes.kernels import read_result
-from nodes.prompting import load_prompt
+from kernelblaster.graph.agents import AgentFailed
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import trajectory_note, write_note
+from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.state import KernelRef, ProfiledState, TokenUsage, TrajectoryState
+from kernelblaster.harness.profile import ProfileReport
+from kernelblaster.kb.schema import LongText, ShortText
+from kernelblaster.nodes.kernels import read_result
+from kernelblaster.nodes.prompting import load_prompt
 
 NODE = "extract_state"
 

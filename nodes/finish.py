@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import RunContext
-from graph.progress import ProgressNote, write_note
-from graph.run_files import RunFiles, write_text_atomically
-from graph.services import Services
-from graph.state import OptimizationState
-from nodes.kernels import read_result
-from nodes.report import RunReport, Speedups, render_markdown, token_totals
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import ProgressNote, write_note
+from kernelblaster.graph.run_files import RunFiles, write_text_atomically
+from kernelblaster.graph.services import Services
+from kernelblaster.graph.state import OptimizationState
+from kernelblaster.nodes.kernels import read_result
+from kernelblaster.nodes.report import RunReport, Speedups, render_markdown, token_totals
 
 NODE = "finish"
 

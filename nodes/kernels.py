@@ -9,13 +9,13 @@ from typing import Self
 
 from pydantic import BaseModel, Field
 
-from graph.agents import AgentFailed
-from graph.run_files import RunFiles
-from graph.services import BuiltCandidate, RunResources
-from graph.state import Candidate, Feedback, KernelRef, TokenUsage
-from harness.result import EvalResult
-from nodes.prompting import load_prompt
-from tools.errors import UserFacingError
+from kernelblaster.graph.agents import AgentFailed
+from kernelblaster.graph.run_files import RunFiles
+from kernelblaster.graph.services import BuiltCandidate, RunResources
+from kernelblaster.graph.state import Candidate, Feedback, KernelRef, TokenUsage
+from kernelblaster.harness.result import EvalResult
+from kernelblaster.nodes.prompting import load_prompt
+from kernelblaster.tools.errors import UserFacingError
 
 COMPILE_LOG_CHARS = 4000
 _FENCED = re.compile(r"```[a-zA-Z+]*\n(.*?)```", re.DOTALL)

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.agents import AgentFailed, Question
-from graph.context import RunContext
-from graph.progress import trajectory_note, write_note
-from graph.services import RunResources, Services
-from graph.state import StepEnding, TrajectoryState
-from kb.prompt_slice import render_prompt_slice
-from nodes.extract_state import profile_view
-from nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
-from nodes.prompting import load_prompt
+from kernelblaster.graph.agents import AgentFailed, Question
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import trajectory_note, write_note
+from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.state import StepEnding, TrajectoryState
+from kernelblaster.kb.prompt_slice import render_prompt_slice
+from kernelblaster.nodes.extract_state import profile_view
+from kernelblaster.nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
+from kernelblaster.nodes.prompting import load_prompt
 
 NODE = "lower"
 

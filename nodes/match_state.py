@@ -13,16 +13,16 @@ from collections.abc import Collection
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
-from graph.agents import AgentFailed
-from graph.context import RunContext
-from graph.progress import trajectory_note, write_note
-from graph.services import RunResources, Services
-from graph.state import MatchedState, ProfiledState, TokenUsage, TrajectoryState
-from kb.edits import AddOptimization, AddState, KBEdit, apply_edits
-from kb.index import StateMatch
-from kb.schema import Category, KBDocument, LongText, Optimization, PerformanceState, PriorSpeedup, Slug
-from nodes.kernels import read_result
-from nodes.prompting import load_prompt
+from kernelblaster.graph.agents import AgentFailed
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import trajectory_note, write_note
+from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.state import MatchedState, ProfiledState, TokenUsage, TrajectoryState
+from kernelblaster.kb.edits import AddOptimization, AddState, KBEdit, apply_edits
+from kernelblaster.kb.index import StateMatch
+from kernelblaster.kb.schema import Category, KBDocument, LongText, Optimization, PerformanceState, PriorSpeedup, Slug
+from kernelblaster.nodes.kernels import read_result
+from kernelblaster.nodes.prompting import load_prompt
 
 NODE = "match_state"
 # Signatures this close (cosine distance) are the same state without asking: profiler noise is larger.

@@ -7,12 +7,12 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from graph.context import RunContext
-from graph.services import RunResources, Services
-from graph.state import KernelRef, LearningNote, OptimizationState
-from nodes.extract_state import profile_view
-from nodes.policy_evaluation import ask_learning_role, iteration_steps, skipped_note
-from nodes.prompting import load_prompt
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.state import KernelRef, LearningNote, OptimizationState
+from kernelblaster.nodes.extract_state import profile_view
+from kernelblaster.nodes.policy_evaluation import ask_learning_role, iteration_steps, skipped_note
+from kernelblaster.nodes.prompting import load_prompt
 
 NODE = "perf_gap_analysis"
 MAX_PROFILED_KERNELS = 8

@@ -10,13 +10,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from graph.agents import AgentFailed, Question
-from graph.context import RunContext
-from graph.progress import ProgressNote, write_note
-from graph.services import RunResources, Services
-from graph.state import LearningNote, OptimizationState, StepRecord
-from harness.problem import Problem
-from nodes.prompting import load_prompt
+from kernelblaster.graph.agents import AgentFailed, Question
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import ProgressNote, write_note
+from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.state import LearningNote, OptimizationState, StepRecord
+from kernelblaster.harness.problem import Problem
+from kernelblaster.nodes.prompting import load_prompt
 
 NODE = "policy_evaluation"
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from importlib import resources
 from string import Template
 
-from graph.agents import Question, T
-from graph.context import Role
+from kernelblaster.graph.agents import Question, T
+from kernelblaster.graph.context import Role
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,6 @@ class Prompt:
 
 @functools.cache
 def load_prompt(name: str) -> Prompt:
-    folder = resources.files("nodes").joinpath("prompts")
+    folder = resources.files("kernelblaster.nodes").joinpath("prompts")
     return Prompt(system=folder.joinpath(f"{name}.system.txt").read_text().strip(),
                   user=Template(folder.joinpath(f"{name}.user.txt").read_text()))

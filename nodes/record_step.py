@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import RunContext
-from graph.progress import trajectory_note, write_note
-from graph.services import RunResources, Services
-from graph.state import StepEnding, StepRecord, TrajectoryState, faster_kernel
-from kb.errors import KBLookupError
-from kb.outcomes import EventId, OutcomeEvent
-from kb.schema import OutcomeStatus
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import trajectory_note, write_note
+from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.state import StepEnding, StepRecord, TrajectoryState, faster_kernel
+from kernelblaster.kb.errors import KBLookupError
+from kernelblaster.kb.outcomes import EventId, OutcomeEvent
+from kernelblaster.kb.schema import OutcomeStatus
 
 NODE = "record_step"
 

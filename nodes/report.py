@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from graph.state import BaselineSummary, KernelRef, LearningNote, StepRecord, TokenUsage
+from kernelblaster.graph.state import BaselineSummary, KernelRef, LearningNote, StepRecord, TokenUsage
 
 
 class TokenTotal(BaseModel):

@@ -12,10 +12,10 @@ import hashlib
 
 from langgraph.runtime import Runtime
 
-from graph.context import RunContext
-from graph.progress import trajectory_note, write_note
-from graph.services import Services
-from graph.state import TrajectoryState
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import trajectory_note, write_note
+from kernelblaster.graph.services import Services
+from kernelblaster.graph.state import TrajectoryState
 
 NODE = "select_optimizations"
 

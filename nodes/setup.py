@@ -11,11 +11,11 @@ from pathlib import Path
 
 from langgraph.runtime import Runtime
 
-from graph.context import RunContext
-from graph.progress import ProgressNote, write_note
-from graph.run_files import write_text_atomically
-from graph.services import Services
-from graph.state import BaselineSummary, OptimizationState
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import ProgressNote, write_note
+from kernelblaster.graph.run_files import write_text_atomically
+from kernelblaster.graph.services import Services
+from kernelblaster.graph.state import BaselineSummary, OptimizationState
 
 _NOT_IN_RUN_ID = re.compile(r"[^A-Za-z0-9_.-]")
 

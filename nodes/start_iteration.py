@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import RunContext
-from graph.progress import ProgressNote, write_note
-from graph.state import OptimizationState
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import ProgressNote, write_note
+from kernelblaster.graph.state import OptimizationState
 
 
 def start_iteration(state: OptimizationState, runtime: Runtime[RunContext]) -> dict[str, object]:

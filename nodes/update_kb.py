@@ -12,17 +12,25 @@ from typing import Annotated
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from graph.agents import AgentFailed, Question
-from graph.context import RunContext
-from graph.progress import ProgressNote, write_note
-from graph.services import RunResources, Services
-from graph.state import LearningNote, OptimizationState, TokenUsage
-from kb.edits import AddLesson, AddOptimization, Deprecate, EditResult, MergeStates, SetDescription, SetPrior
-from kb.prompt_slice import describe_evidence
-from kb.schema import KBDocument
-from nodes.perf_gap_analysis import learning_note
-from nodes.policy_evaluation import iteration_steps, skipped_note
-from nodes.prompting import load_prompt
+from kernelblaster.graph.agents import AgentFailed, Question
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import ProgressNote, write_note
+from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.state import LearningNote, OptimizationState, TokenUsage
+from kernelblaster.kb.edits import (
+    AddLesson,
+    AddOptimization,
+    Deprecate,
+    EditResult,
+    MergeStates,
+    SetDescription,
+    SetPrior,
+)
+from kernelblaster.kb.prompt_slice import describe_evidence
+from kernelblaster.kb.schema import KBDocument
+from kernelblaster.nodes.perf_gap_analysis import learning_note
+from kernelblaster.nodes.policy_evaluation import iteration_steps, skipped_note
+from kernelblaster.nodes.prompting import load_prompt
 
 NODE = "update_kb"
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import RunContext
-from graph.progress import trajectory_note, write_note
-from graph.services import Services
-from graph.state import Feedback, StepEnding, TokenUsage, TrajectoryState
-from nodes.kernels import soft_verify, verify_feedback, verify_on_gpu
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import trajectory_note, write_note
+from kernelblaster.graph.services import Services
+from kernelblaster.graph.state import Feedback, StepEnding, TokenUsage, TrajectoryState
+from kernelblaster.nodes.kernels import soft_verify, verify_feedback, verify_on_gpu
 
 NODE = "verify"
 

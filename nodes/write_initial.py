@@ -9,13 +9,13 @@ from pathlib import Path
 
 from langgraph.runtime import Runtime
 
-from graph.agents import AgentFailed, Question
-from graph.context import RunContext
-from graph.progress import ProgressNote, write_note
-from graph.services import RunResources, Services
-from graph.state import OptimizationState
-from nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
-from nodes.prompting import load_prompt
+from kernelblaster.graph.agents import AgentFailed, Question
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.progress import ProgressNote, write_note
+from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.state import OptimizationState
+from kernelblaster.nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
+from kernelblaster.nodes.prompting import load_prompt
 
 
 def write_initial(state: OptimizationState, runtime: Runtime[RunContext], *,

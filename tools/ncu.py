@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from tools.errors import UserFacingError
+from kernelblaster.tools.errors import UserFacingError
 
 NCU_ENV_VAR = "KERNELBLASTER_NCU"
 # Where the CUDA toolkit lives when CUDA_HOME is unset; ncu is often installed there but not on PATH.

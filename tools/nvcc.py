@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from tools.errors import UserFacingError
+from kernelblaster.tools.errors import UserFacingError
 
 NVCC_ENV_VAR = "KERNELBLASTER_NVCC"
 COMPILE_TIMEOUT_S = 300.0

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from tools.errors import UserFacingError
+from kernelblaster.tools.errors import UserFacingError
 
 
 def _words(names: str) -> tuple[str, ...]:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import BuildResult, build_candidate, driver_object
-from tools.symbols import find_symbol_violations, link_libraries, undefined_symbols
+from kernelblaster.harness.build import BuildResult, build_candidate, driver_object
+from kernelblaster.tools.symbols import find_symbol_violations, link_libraries, undefined_symbols
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"
 HEADER = (FIXTURES / "kb_problem.h").read_text()

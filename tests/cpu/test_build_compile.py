@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.errors import UserFacingError
-from tools.nvcc import CompileResult, arch_flags, compile_object, find_nvcc, parse_messages
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.nvcc import CompileResult, arch_flags, compile_object, find_nvcc, parse_messages
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"
 DRIVER_DIR = Path(__file__).resolve().parents[2] / "harness" / "driver"

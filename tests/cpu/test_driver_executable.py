@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.build import build_candidate
-from tools.driver_process import DriverCrashed, DriverSession, IpcTensor, TensorSet
+from kernelblaster.harness.build import build_candidate
+from kernelblaster.tools.driver_process import DriverCrashed, DriverSession, IpcTensor, TensorSet
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"
 HEADER = (FIXTURES / "kb_problem.h").read_text()
@@ -100,7 +100,7 @@ def test_without_a_usable_gpu_setup_reports_the_cuda_error_and_the_driver_exits_
 # ---------------------------------------------------------------------------------------------------
 def ipc_tensor(tensor: torch.Tensor) -> IpcTensor:
     """Describe a CUDA tensor by the IPC handle of its allocation and its byte offset in it."""
-    from harness.buffers import ipc_handle_of
+    from kernelblaster.harness.buffers import ipc_handle_of
 
     handle_hex, offset = ipc_handle_of(tensor)
     return IpcTensor(

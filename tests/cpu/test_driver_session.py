@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.driver_process import DriverCrashed, DriverSession, DriverTimeout, IpcTensor, TensorSet
+from kernelblaster.tools.driver_process import DriverCrashed, DriverSession, DriverTimeout, IpcTensor, TensorSet
 
 FAKE_DRIVER = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "fake_driver_protocol.py"
 HANDLE = "ab" * 64

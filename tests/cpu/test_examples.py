@@ -15,11 +15,11 @@ from types import ModuleType
 import pytest
 import torch
 
-from harness.header import generate_header
-from harness.problem import instantiate, load_problem
-from harness.result import CHECK_ORDER as HARNESS_CHECK_ORDER
-from harness.spec import ProblemSpec, derive_spec
-from harness.static_check import check_source
+from kernelblaster.harness.header import generate_header
+from kernelblaster.harness.problem import instantiate, load_problem
+from kernelblaster.harness.result import CHECK_ORDER as HARNESS_CHECK_ORDER
+from kernelblaster.harness.spec import ProblemSpec, derive_spec
+from kernelblaster.harness.static_check import check_source
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER_DIR = REPO_ROOT / "harness" / "driver"

@@ -12,10 +12,10 @@ import pytest
 from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
 from fixtures.graph.scenario import PROBLEM
 
-from graph import api, services
-from graph.cli import build_parser, main
-from graph.progress import Progress, ProgressDisplay, ProgressNote
-from graph.run_cli import context_from_flags
+from kernelblaster.graph import api, services
+from kernelblaster.graph.cli import build_parser, main
+from kernelblaster.graph.progress import Progress, ProgressDisplay, ProgressNote
+from kernelblaster.graph.run_cli import context_from_flags
 
 
 @pytest.fixture

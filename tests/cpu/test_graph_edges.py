@@ -18,10 +18,10 @@ from fixtures.graph.scenario import (
 )
 from fixtures.graph.scripted_chat import connection_error
 
-from graph.state import StepRecord
-from kb.edits import Deprecate
-from kb.store import KnowledgeBase
-from nodes.kernels import SoftVerdict
+from kernelblaster.graph.state import StepRecord
+from kernelblaster.kb.edits import Deprecate
+from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.nodes.kernels import SoftVerdict
 
 
 def _run(tmp_path: Path, lowering: list, log: EvaluationLog | None = None, **settings):

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from graph.gpu_pool import GpuPool
+from kernelblaster.graph.gpu_pool import GpuPool
 
 JOB_SECONDS = 0.05
 

@@ -15,11 +15,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from graph import api, services
-from graph.checkpoint import serializer
-from graph.cli import main
-from graph.graph import compile_graph
-from graph.state import OptimizationInput
+from kernelblaster.graph import api, services
+from kernelblaster.graph.checkpoint import serializer
+from kernelblaster.graph.cli import main
+from kernelblaster.graph.graph import compile_graph
+from kernelblaster.graph.state import OptimizationInput
 
 
 @pytest.fixture(autouse=True)

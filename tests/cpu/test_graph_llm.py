@@ -15,11 +15,11 @@ import pytest
 from fixtures.graph.scripted_chat import ScriptedChatModel
 from langchain_core.language_models import BaseChatModel
 
-from graph.agents import AgentFailed, AnswerJournal, Question
-from graph.context import RunContext
-from graph.llm import ChatAgent, chat_model, check_endpoint
-from nodes.kernels import CudaAnswer, SoftVerdict, check_cuda
-from tools.errors import UserFacingError
+from kernelblaster.graph.agents import AgentFailed, AnswerJournal, Question
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.llm import ChatAgent, chat_model, check_endpoint
+from kernelblaster.nodes.kernels import CudaAnswer, SoftVerdict, check_cuda
+from kernelblaster.tools.errors import UserFacingError
 
 GOOD_CUDA = CudaAnswer(explanation="fused", cuda_source='extern "C" int kb_forward() { return 0; }')
 

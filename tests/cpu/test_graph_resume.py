@@ -18,12 +18,12 @@ from fixtures.graph.scenario import (
     small_context,
 )
 
-from graph import api
-from kb.edits import AddLesson
-from kb.store import KnowledgeBase
-from nodes.perf_gap_analysis import GapAnalysis
-from nodes.update_kb import KBUpdate
-from tools.errors import UserFacingError
+from kernelblaster.graph import api
+from kernelblaster.kb.edits import AddLesson
+from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.nodes.perf_gap_analysis import GapAnalysis
+from kernelblaster.nodes.update_kb import KBUpdate
+from kernelblaster.tools.errors import UserFacingError
 
 
 class KilledAfterWrite(Exception):

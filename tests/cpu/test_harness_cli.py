@@ -1,6 +1,6 @@
 """`kernelblaster eval | baseline | header` on a machine without a GPU.
 
-The end-to-end cases run `python -m graph` in a subprocess (exit status, stdout, stderr, no traceback);
+The end-to-end cases run `python -m kernelblaster.graph` in a subprocess (exit status, stdout, stderr, no traceback);
 argument errors and the quick one-line failures call `graph.cli.main` in-process, which is the same code
 without the interpreter start-up. Every run uses a temporary KERNELBLASTER_CACHE, never the home directory.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from graph.cli import main
+from kernelblaster.graph.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = ROOT / "examples" / "problems" / "elementwise_swish_scale.py"
@@ -43,7 +43,7 @@ def isolated_cache(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> None:
 
 def kernelblaster(*args: str | Path, cache_dir: Path) -> subprocess.CompletedProcess[str]:
     env = os.environ | {"KERNELBLASTER_CACHE": str(cache_dir)}
-    return subprocess.run([sys.executable, "-m", "graph", *map(str, args)], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "kernelblaster.graph", *map(str, args)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 
 

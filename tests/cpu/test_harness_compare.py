@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from harness.compare import POISON_BYTE, as_bytes, compare_output, is_weak_reference, unwritten_elements
-from harness.precision import Tolerance, tolerance_for
+from kernelblaster.harness.compare import POISON_BYTE, as_bytes, compare_output, is_weak_reference, unwritten_elements
+from kernelblaster.harness.precision import Tolerance, tolerance_for
 
 STRICT = tolerance_for(torch.float32, "strict")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.evaluate import CandidateEvaluator, EvalOptions, evaluate_candidate
-from harness.problem import ProblemError, load_problem
-from tools.errors import UserFacingError
+from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions, evaluate_candidate
+from kernelblaster.harness.problem import ProblemError, load_problem
+from kernelblaster.tools.errors import UserFacingError
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = ROOT / "examples" / "problems" / "elementwise_swish_scale.py"

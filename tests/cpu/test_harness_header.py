@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.header import c_identifier, generate_header
-from harness.problem import instantiate, load_problem
-from harness.spec import ConstantSpec, ProblemSpec, TensorSpec, derive_spec
+from kernelblaster.harness.header import c_identifier, generate_header
+from kernelblaster.harness.problem import instantiate, load_problem
+from kernelblaster.harness.spec import ConstantSpec, ProblemSpec, TensorSpec, derive_spec
 
 PROBLEMS = Path(__file__).resolve().parents[1] / "fixtures" / "problems"
 DRIVER_DIR = Path(__file__).resolve().parents[2] / "harness" / "driver"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.result import CandidateTiming, Roofline
-from harness.roofline import HEADROOM, GpuPeaks, roofline_check, roofline_for
-from harness.spec import ProblemSpec, TensorSpec
-from harness.stats import TimingStats
-from harness.timing import (
+from kernelblaster.harness.result import CandidateTiming, Roofline
+from kernelblaster.harness.roofline import HEADROOM, GpuPeaks, roofline_check, roofline_for
+from kernelblaster.harness.spec import ProblemSpec, TensorSpec
+from kernelblaster.harness.stats import TimingStats
+from kernelblaster.harness.timing import (
     ESCAPE_FLOOR_MS,
     MAX_ITERATIONS,
     MIN_ITERATIONS,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.compare import compare_output
-from harness.precision import PRECISION_POLICIES, tolerance_for, torch_precision
+from kernelblaster.harness.compare import compare_output
+from kernelblaster.harness.precision import PRECISION_POLICIES, tolerance_for, torch_precision
 
 
 def to_tf32(tensor: torch.Tensor, truncate: bool = False) -> torch.Tensor:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.problem import ProblemError, instantiate, load_problem
-from harness.spec import derive_spec
-from tools.errors import UserFacingError
+from kernelblaster.harness.problem import ProblemError, instantiate, load_problem
+from kernelblaster.harness.spec import derive_spec
+from kernelblaster.tools.errors import UserFacingError
 
 PROBLEMS = Path(__file__).resolve().parents[1] / "fixtures" / "problems"
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from graph.cli import main
-from kb.outcomes import EventId, OutcomeEvent
-from kb.paths import backup_path_for
-from kb.store import KnowledgeBase
+from kernelblaster.graph.cli import main
+from kernelblaster.kb.outcomes import EventId, OutcomeEvent
+from kernelblaster.kb.paths import backup_path_for
+from kernelblaster.kb.store import KnowledgeBase
 
 
 @pytest.fixture
@@ -132,7 +132,7 @@ def test_import_of_an_invalid_file_changes_nothing(
 def test_command_line_entry_point_exits_non_zero_on_a_broken_kb(kb_path: Path) -> None:
     kb_path.write_text('{"schema_version": 1')
     result = subprocess.run(
-        [sys.executable, "-m", "graph", "kb", "stats", "--kb", str(kb_path)],
+        [sys.executable, "-m", "kernelblaster.graph", "kb", "stats", "--kb", str(kb_path)],
         capture_output=True,
         text=True,
         env=os.environ | {"PYTHONWARNINGS": "ignore"},

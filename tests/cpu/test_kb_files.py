@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.codec import decode, encode
-from kb.errors import KBFileError
-from kb.store import KnowledgeBase
+from kernelblaster.kb.codec import decode, encode
+from kernelblaster.kb.errors import KBFileError
+from kernelblaster.kb.store import KnowledgeBase
 
 
 @pytest.fixture

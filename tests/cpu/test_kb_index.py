@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kb.edits import AddState
-from kb.index import COLLECTION_NAME, CROSS_ARCH_PENALTY, SignatureIndex, content_hash
-from kb.paths import index_directory_for
-from kb.schema import PerformanceState
-from kb.store import KnowledgeBase
+from kernelblaster.kb.edits import AddState
+from kernelblaster.kb.index import COLLECTION_NAME, CROSS_ARCH_PENALTY, SignatureIndex, content_hash
+from kernelblaster.kb.paths import index_directory_for
+from kernelblaster.kb.schema import PerformanceState
+from kernelblaster.kb.store import KnowledgeBase
 
 MEMORY = "memory_bandwidth_bound"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from kb.codec import decode
-from kb.edits import (
+from kernelblaster.kb.codec import decode
+from kernelblaster.kb.edits import (
     AddLesson,
     AddOptimization,
     AddState,
@@ -19,11 +19,11 @@ from kb.edits import (
     SetPrior,
     apply_edits,
 )
-from kb.errors import KBLookupError
-from kb.outcomes import MAX_TRANSITIONS, REMEMBERED_RUNS, EventId, OutcomeEvent, apply_outcome
-from kb.paths import seed_kb_bytes
-from kb.pruning import PrunePolicy, prune
-from kb.schema import MAX_LESSONS, KBDocument, OutcomeStats, OutcomeStatus, PerformanceState
+from kernelblaster.kb.errors import KBLookupError
+from kernelblaster.kb.outcomes import MAX_TRANSITIONS, REMEMBERED_RUNS, EventId, OutcomeEvent, apply_outcome
+from kernelblaster.kb.paths import seed_kb_bytes
+from kernelblaster.kb.pruning import PrunePolicy, prune
+from kernelblaster.kb.schema import MAX_LESSONS, KBDocument, OutcomeStats, OutcomeStatus, PerformanceState
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 MEMORY = "memory_bandwidth_bound"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kb.errors import KBFileError
-from kb.paths import backup_path_for
-from kb.schema import SCHEMA_VERSION
-from kb.store import KnowledgeBase
+from kernelblaster.kb.errors import KBFileError
+from kernelblaster.kb.paths import backup_path_for
+from kernelblaster.kb.schema import SCHEMA_VERSION
+from kernelblaster.kb.store import KnowledgeBase
 
 V0_FIXTURE = Path(__file__).parents[1] / "fixtures" / "kb" / "kb_v0.json"
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from kb.edits import AddLesson
-from kb.prompt_slice import render_prompt_slice
-from kb.selection import SelectedOptimization
-from kb.store import KnowledgeBase
-from kb.tokens import default_token_counter, estimate_tokens, load_token_counter
+from kernelblaster.kb.edits import AddLesson
+from kernelblaster.kb.prompt_slice import render_prompt_slice
+from kernelblaster.kb.selection import SelectedOptimization
+from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.kb.tokens import default_token_counter, estimate_tokens, load_token_counter
 
 MEMORY = "memory_bandwidth_bound"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from kb.codec import decode
-from kb.paths import seed_kb_bytes
-from kb.schema import KBDocument, OutcomeStats, OutcomeStatus
-from kb.signature_fields import SIGNATURE_FIELDS, SIGNATURE_LENGTH, check_signature
+from kernelblaster.kb.codec import decode
+from kernelblaster.kb.paths import seed_kb_bytes
+from kernelblaster.kb.schema import KBDocument, OutcomeStats, OutcomeStatus
+from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS, SIGNATURE_LENGTH, check_signature
 
 
 @pytest.fixture(scope="module")

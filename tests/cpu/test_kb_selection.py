@@ -7,8 +7,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from kb.schema import Category, Optimization, OutcomeStats, OutcomeStatus, PerformanceState, Technique, Transition
-from kb.selection import SelectedOptimization, SelectionPolicy, select_optimizations
+from kernelblaster.kb.schema import (
+    Category,
+    Optimization,
+    OutcomeStats,
+    OutcomeStatus,
+    PerformanceState,
+    Technique,
+    Transition,
+)
+from kernelblaster.kb.selection import SelectedOptimization, SelectionPolicy, select_optimizations
 
 SIGNATURE = [0.5] * 24
 DRAWS = 2000

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from kb.codec import encode
-from kb.errors import KBFileError
-from kb.outcomes import EventId, OutcomeEvent
-from kb.paths import default_kb_path, seed_kb_bytes
-from kb.schema import OutcomeStatus, PerformanceState
-from kb.store import KnowledgeBase
+from kernelblaster.kb.codec import encode
+from kernelblaster.kb.errors import KBFileError
+from kernelblaster.kb.outcomes import EventId, OutcomeEvent
+from kernelblaster.kb.paths import default_kb_path, seed_kb_bytes
+from kernelblaster.kb.schema import OutcomeStatus, PerformanceState
+from kernelblaster.kb.store import KnowledgeBase
 
 STATE = "memory_bandwidth_bound"
 TECHNIQUE = "kernel_fusion"
@@ -102,8 +102,8 @@ def test_snapshot_run_id_cannot_escape_the_snapshot_folder(tmp_path: Path) -> No
 _WRITER = textwrap.dedent(
     """
     import sys
-    from kb.outcomes import EventId, OutcomeEvent
-    from kb.store import KnowledgeBase
+    from kernelblaster.kb.outcomes import EventId, OutcomeEvent
+    from kernelblaster.kb.store import KnowledgeBase
 
     path, run_id, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     kb = KnowledgeBase.load(path)
@@ -130,7 +130,7 @@ def test_two_writer_processes_lose_no_update(tmp_path: Path) -> None:
 
 _SLOW_SAVER = textwrap.dedent(
     """
-    from kb.store import KnowledgeBase
+    from kernelblaster.kb.store import KnowledgeBase
     import sys
 
     kb = KnowledgeBase.load(sys.argv[1])

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tools import ncu
-from tools.errors import UserFacingError
-from tools.ncu import (
+from kernelblaster.tools import ncu
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.ncu import (
     DEFAULT_SECTIONS,
     NcuFailedError,
     NcuUnavailableError,

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from harness.profile import ProfileOutcome, ProfileReport, ProfileUnavailable, build_profile_report
-from harness.signature import SIGNATURE_FIELDS
-from tools.errors import UserFacingError
+from kernelblaster.harness.profile import ProfileOutcome, ProfileReport, ProfileUnavailable, build_profile_report
+from kernelblaster.harness.signature import SIGNATURE_FIELDS
+from kernelblaster.tools.errors import UserFacingError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.ncu import NcuReport, parse_details_csv, render_findings
+from kernelblaster.tools.ncu import NcuReport, parse_details_csv, render_findings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 

@@ -17,9 +17,9 @@ from fixtures.graph.scenario import (
 )
 from fixtures.graph.scripted_chat import connection_error
 
-from kb.edits import AddLesson, SetPrior
-from kb.store import KnowledgeBase
-from nodes.update_kb import KBUpdate
+from kernelblaster.kb.edits import AddLesson, SetPrior
+from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.nodes.update_kb import KBUpdate
 
 LESSON = AddLesson(state_id="memory_bandwidth_bound", technique="vectorized_access",
                    lesson="float4 loads need a scalar tail when the size is not a multiple of four")

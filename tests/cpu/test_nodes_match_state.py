@@ -15,10 +15,10 @@ from fixtures.graph.scenario import (
 )
 from fixtures.graph.scripted_chat import connection_error
 
-from graph.state import StepRecord
-from kb.schema import Category
-from kb.store import KnowledgeBase
-from nodes.match_state import MatchDecision, NewState, ProposedOptimization
+from kernelblaster.graph.state import StepRecord
+from kernelblaster.kb.schema import Category
+from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.nodes.match_state import MatchDecision, NewState, ProposedOptimization
 
 NOVEL_KERNEL = initial_kernel("ok 0.9 profile=novel")
 DISCOVERY = MatchDecision(state_id=None, reason="tensor pipes and barriers dominate; no known state is like it",

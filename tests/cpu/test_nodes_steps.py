@@ -17,7 +17,7 @@ from fixtures.graph.scenario import (
     small_context,
 )
 
-from kb.store import KnowledgeBase
+from kernelblaster.kb.store import KnowledgeBase
 
 
 def _run(tmp_path: Path, lowering: list, **settings):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import ncu
-from tools.sanitizer import (
+from kernelblaster.tools import ncu
+from kernelblaster.tools.sanitizer import (
     SANITIZER_ENV_VAR,
     SanitizerTool,
     parse_sanitizer_output,

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.signature import (
+from kernelblaster.harness.signature import (
     SIGNATURE_FIELDS,
     STALL_NAMES,
     describe_signature,
     kernel_features,
     signature_from_report,
 )
-from tools.ncu import KernelProfile, NcuReport, parse_details_csv
+from kernelblaster.tools.ncu import KernelProfile, NcuReport, parse_details_csv
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 STALL_FIELDS = [*STALL_NAMES, "stall_other"]

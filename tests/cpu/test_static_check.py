@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.static_check import check_source, strip_comments_and_strings
-from tools.errors import UserFacingError
+from kernelblaster.harness.static_check import check_source, strip_comments_and_strings
+from kernelblaster.tools.errors import UserFacingError
 
 KB_FORWARD = """
 extern "C" int kb_forward(const KBTensor* inputs, const KBTensor* params, KBTensor* outputs, cudaStream_t stream) {

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from cases import ACCEPTED, EXAMPLES, REJECTED, SWISH, AcceptCase, CheatCase, ExampleCase
 
-from harness.evaluate import CandidateEvaluator, EvalOptions, evaluate_candidate
-from harness.problem import load_problem
-from harness.profile import ProfileReport
-from harness.signature import SIGNATURE_FIELDS
+from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions, evaluate_candidate
+from kernelblaster.harness.problem import load_problem
+from kernelblaster.harness.profile import ProfileReport
+from kernelblaster.harness.signature import SIGNATURE_FIELDS
 
 pytestmark = pytest.mark.gpu
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
@@ -107,9 +107,9 @@ def test_baseline_profile_of_the_pytorch_model(cache_dir: Path) -> None:
 
 
 def test_eval_cli_prints_json_with_verdict_and_speedup(cache_dir: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "graph", "eval", str(SWISH), str(EXAMPLES[0].fast), "--json"],
-                          capture_output=True, text=True, env={**os.environ,
-                                                               "KERNELBLASTER_CACHE": str(cache_dir)}, check=False)
+    command = [sys.executable, "-m", "kernelblaster.graph", "eval", str(SWISH), str(EXAMPLES[0].fast), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True,
+                          env={**os.environ, "KERNELBLASTER_CACHE": str(cache_dir)}, check=False)
     report = json.loads(done.stdout)
     assert done.returncode == 0, done.stderr
     assert report["verdict"] == "ok"

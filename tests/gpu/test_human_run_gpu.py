@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from graph import api
+from kernelblaster.graph import api
 
 pytestmark = pytest.mark.gpu
 
@@ -32,7 +32,7 @@ ANSWERS_BY_ROLE = {
 
 
 def kernelblaster(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "graph", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "kernelblaster.graph", *args], capture_output=True, text=True, env=env,
                           timeout=600, check=False)
 
 

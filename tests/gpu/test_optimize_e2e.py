@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.store import KnowledgeBase
+from kernelblaster.kb.store import KnowledgeBase
 
 pytestmark = pytest.mark.gpu
 TESTS = Path(__file__).resolve().parents[1]
