@@ -140,7 +140,8 @@ def rollout(
     events, previous, state = [], None, home
     for step in range(3):
         state = rng.choice(states) if rng.random() < 0.3 else state
-        [choice] = kb.select_optimizations(state, 1, rng_seed=rng.randrange(1 << 30), previous_technique=previous)
+        [choice] = kb.select_optimizations(state, 1, rng_seed=rng.randrange(1 << 30), precision="strict",
+                                           previous_technique=previous)
         status = rng.choice(
             [OutcomeStatus.MEASURED] * 3
             + [OutcomeStatus.COMPILE_FAILED, OutcomeStatus.VERIFY_FAILED, OutcomeStatus.SUSPICIOUS]
@@ -202,7 +203,7 @@ def main() -> None:
 
         def retrieve_and_select() -> None:
             [best, *_] = kb.nearest_states(random_signature(rng), rng.choice(ARCHES), 3)
-            kb.select_optimizations(best.state, 4, rng_seed=rng.randrange(1 << 30))
+            kb.select_optimizations(best.state, 4, rng_seed=rng.randrange(1 << 30), precision="strict")
 
         timed(retrieve_and_select, args.warmup)
         print(timed(retrieve_and_select, args.queries).line("retrieval + selection"))

@@ -23,6 +23,7 @@ from kernelblaster.kb.schema import (
     LongText,
     Optimization,
     PerformanceState,
+    PolicyList,
     PriorSpeedup,
     ShortText,
     Slug,
@@ -60,6 +61,8 @@ class AddOptimization(KBModel):
     prior_speedup: PriorSpeedup
     category: Category | None = None
     description: LongText | None = None
+    # Only for a new technique: the precision policies its kernels can pass under (absent: all).
+    precision_policies: PolicyList | None = None
 
     def apply_to(self, document: KBDocument) -> None:
         state = _state(document, self.state_id)
@@ -68,7 +71,9 @@ class AddOptimization(KBModel):
         if self.technique not in document.techniques:
             if self.category is None or self.description is None:
                 raise EditRejected(f"technique {self.technique} is new: give its category and description")
-            document.techniques[self.technique] = Technique(category=self.category, description=self.description)
+            document.techniques[self.technique] = Technique(
+                category=self.category, description=self.description, precision_policies=self.precision_policies
+            )
         state.optimizations.append(Optimization(technique=self.technique, prior_speedup=self.prior_speedup))
 
 

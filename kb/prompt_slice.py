@@ -1,8 +1,10 @@
 """Render the matched state and its selected optimizations as compact prompt text within a token budget.
 
 Pieces are added in order of importance (the state's headline, each candidate's one-line summary, their
-descriptions, their lessons, then the state's description) for as long as the whole text fits the budget,
-and printed in reading order. A piece whose parent did not fit is left out with it.
+descriptions, their lessons, the state's description, then the verified code snippet of the first
+candidate, if it has one) for as long as the whole text fits the budget, and printed in reading order. A
+piece whose parent did not fit is left out with it. Only the first candidate's snippet is ever shown: one
+snippet costs as much as the rest of the slice.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from kernelblaster.kb.index import StateMatch
 from kernelblaster.kb.schema import OutcomeStats, PerformanceState
 from kernelblaster.kb.selection import SelectedOptimization
+from kernelblaster.kb.snippets import load_snippet
 from kernelblaster.kb.tokens import TokenCounter, default_token_counter
 
 
@@ -87,7 +90,15 @@ def _candidate_pieces(rank: int, item: SelectedOptimization) -> list[_Piece]:
     for age, lesson in enumerate(reversed(item.lessons)):
         position = (1, rank, 2 + len(item.lessons) - age)
         pieces.append(_Piece(f"{key}-lesson-{age}", 3, position, f"   Lesson: {lesson}", parent=key))
+    if rank == 1 and item.snippet is not None:
+        pieces.append(_Piece(f"{key}-snippet", 5, (1, rank, 3 + len(item.lessons)), _snippet_text(item.snippet),
+                             parent=key))
     return pieces
+
+
+def _snippet_text(name: str) -> str:
+    source = load_snippet(name).source.rstrip("\n")
+    return f"   Verified code for it (kb snippet `{name}`; adapt it to the problem):\n```cuda\n{source}\n```"
 
 
 def describe_evidence(stats: OutcomeStats) -> str:

@@ -20,7 +20,9 @@ from pydantic import (
     model_validator,
 )
 
+from kernelblaster.kb.precision import PrecisionPolicyName
 from kernelblaster.kb.signature_fields import SIGNATURE_LENGTH, SIGNATURE_MAX, SIGNATURE_MIN, require_direction
+from kernelblaster.kb.snippets import snippet_names
 
 SCHEMA_VERSION = 1
 
@@ -77,11 +79,38 @@ class OutcomeStatus(StrEnum):
     SUSPICIOUS = "suspicious"
 
 
+def _known_snippet(name: str) -> str:
+    if name not in snippet_names():
+        raise ValueError(f"no shipped snippet named {name!r} (known: {', '.join(sorted(snippet_names()))})")
+    return name
+
+
+def _distinct_policies(policies: list[PrecisionPolicyName]) -> list[PrecisionPolicyName]:
+    if len(set(policies)) != len(policies):
+        raise ValueError(f"precision policies listed more than once: {policies}")
+    return policies
+
+
+PolicyList = Annotated[list[PrecisionPolicyName], Field(min_length=1), AfterValidator(_distinct_policies)]
+SnippetName = Annotated[Slug, AfterValidator(_known_snippet)]
+
+
 class Technique(KBModel):
-    """A CUDA optimization in the catalogue; states refer to it by name."""
+    """A CUDA optimization in the catalogue; states refer to it by name.
+
+    `precision_policies`: the runs' precision policies under which its kernels can pass verification
+    (absent: every policy); selection never offers it under another. `snippet`: the name of a shipped,
+    verified code snippet (kb/seed/snippets/NAME.cu) that shows the technique.
+    """
 
     category: Category
     description: LongText
+    precision_policies: PolicyList | None = None
+    snippet: SnippetName | None = None
+
+    def valid_under(self, policy: str) -> bool:
+        """Whether kernels applying this technique can pass verification under precision policy `policy`."""
+        return self.precision_policies is None or policy in self.precision_policies
 
 
 class OutcomeStats(KBModel):

@@ -4,7 +4,8 @@ Each optimization gets an expected gain in log-speedup: its prior blended with t
 (shrinking toward the prior while evidence is thin), scaled by how often attempts survive compile and
 verification, minus the cost of a wasted attempt, plus an exploration bonus that fades with attempts.
 k are drawn without replacement with probability proportional to exp(score / temperature) (Gumbel
-top-k), reproducibly under a seed.
+top-k), reproducibly under a seed. Only techniques valid under the run's precision policy take part: an
+inapplicable one (fp16 tensor cores under `strict`) is never offered, however high its prior.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from kernelblaster.kb.precision import check_precision_policy
 from kernelblaster.kb.schema import Category, Optimization, OutcomeStats, PerformanceState, Technique, Transition
 
 
@@ -60,6 +62,7 @@ class SelectedOptimization(BaseModel):
     first_pick_probability: float
     stats: OutcomeStats
     lessons: list[str]
+    snippet: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,15 +79,21 @@ def select_optimizations(
     *,
     rng_seed: int,
     techniques: Mapping[str, Technique],
+    precision: str,
     transitions: Collection[Transition] = (),
     previous_technique: str | None = None,
     exclude: Collection[str] = (),
     policy: SelectionPolicy = DEFAULT_POLICY,
 ) -> list[SelectedOptimization]:
-    """Up to k distinct, non-deprecated optimizations of `state`, best-weighted first in draw order."""
+    """Up to k distinct, non-deprecated optimizations of `state` valid under the precision policy `precision`,
+    best-weighted first in draw order; ValueError for an unknown policy name."""
     if k < 0:
         raise ValueError(f"k must not be negative, got {k}")
-    candidates = [opt for opt in state.optimizations if opt.deprecated is None and opt.technique not in exclude]
+    policy_name = check_precision_policy(precision)
+    candidates = [
+        opt for opt in state.optimizations
+        if opt.deprecated is None and opt.technique not in exclude and techniques[opt.technique].valid_under(policy_name)
+    ]
     followers = {t.after: t.stats for t in transitions if t.before == previous_technique}
     scored = [_score(opt, followers.get(opt.technique), policy) for opt in candidates]
     if not scored:
@@ -152,4 +161,5 @@ def _selected(item: _Scored, first_pick: float, techniques: Mapping[str, Techniq
         first_pick_probability=round(first_pick, 4),
         stats=optimization.stats,
         lessons=list(optimization.lessons),
+        snippet=technique.snippet,
     )

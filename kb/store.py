@@ -132,16 +132,19 @@ class KnowledgeBase:
         k: int,
         *,
         rng_seed: int,
+        precision: str,
         previous_technique: str | None = None,
         exclude: Collection[str] = (),
         policy: SelectionPolicy = DEFAULT_SELECTION_POLICY,
     ) -> list[SelectedOptimization]:
-        """Sample k optimizations of `state` (see `kb.selection.select_optimizations`)."""
+        """Sample k optimizations of `state` valid under the run's precision policy `precision` (see
+        `kb.selection.select_optimizations`)."""
         return select_optimizations(
             state,
             k,
             rng_seed=rng_seed,
             techniques=self._document.techniques,
+            precision=precision,
             transitions=self._document.transitions,
             previous_technique=previous_technique,
             exclude=exclude,

@@ -2,8 +2,9 @@
 
 Sampling is weighted by expected gain, not an argmax (`kb.selection`), under a seed derived from the
 run's seed and the step's place, so each trajectory explores differently and a resumed step draws the
-same. Techniques already tried on this very kernel, and the one that produced it, are left out; that one
-also conditions the draw (phase ordering: what tends to work right after it).
+same. Only techniques valid under the run's precision policy are drawn. Techniques already tried on this
+very kernel, and the one that produced it, are left out; that one also conditions the draw (phase
+ordering: what tends to work right after it).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def select_optimizations(state: TrajectoryState, runtime: Runtime[RunContext], *
         kb_state = kb.document.resolve_state(state.matched.state_id)
         choices = [] if kb_state is None else kb.select_optimizations(
             kb_state, runtime.context.top_k, rng_seed=step_seed(runtime.context.seed, state),
+            precision=runtime.context.precision,
             previous_technique=state.current.technique,
             exclude=[*state.tried, *([state.current.technique] if state.current.technique else [])],
         )

@@ -26,7 +26,7 @@ def kb(tmp_path: Path) -> KnowledgeBase:
 
 
 def selected(kb: KnowledgeBase) -> list[SelectedOptimization]:
-    return kb.select_optimizations(kb.document.states[MEMORY], 4, rng_seed=3)
+    return kb.select_optimizations(kb.document.states[MEMORY], 4, rng_seed=3, precision="strict")
 
 
 @pytest.mark.parametrize("budget", [0, 10, 40, 80, 150, 300, 2000])
@@ -51,7 +51,7 @@ def test_tight_budget_keeps_every_candidate_line_before_any_description(kb: Know
 
 
 def test_lessons_appear_with_their_candidate(kb: KnowledgeBase) -> None:
-    fusion = kb.select_optimizations(kb.document.states[MEMORY], 14, rng_seed=0)
+    fusion = kb.select_optimizations(kb.document.states[MEMORY], 14, rng_seed=0, precision="strict")
     fusion = [item for item in fusion if item.technique == "kernel_fusion"]
     text = render_prompt_slice(kb.document.states[MEMORY], fusion, 1000)
     assert text.count("Lesson: Lesson") == 3

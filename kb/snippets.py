@@ -1,0 +1,88 @@
+"""The verified CUDA snippets shipped with the seed KB, and the starting point for a problem's first kernel.
+
+A snippet is one file, `kb/seed/snippets/NAME.cu`: short, self-contained device code (no kb_problem.h) for
+one core pattern, whose leading `//` comment says what it does and how to use it. Techniques refer to
+snippets by NAME; the prompt slice shows the snippet of the top offered technique. Each snippet compiles on
+its own and, appended with a problem's kb_forward, passes the harness on a small problem (tests/).
+
+`starting_point_for(pytorch_source)` gives the snippet a first kernel of a GEMM- or convolution-shaped
+problem should build on (a tiled kernel, not the naive loop), or None for other problems.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Literal
+
+from kernelblaster.kb.errors import KBLookupError
+
+SNIPPET_SUFFIX = ".cu"
+
+ProblemKind = Literal["gemm", "convolution"]
+STARTING_POINTS: dict[ProblemKind, str] = {"gemm": "tiled_sgemm", "convolution": "tiled_conv2d"}
+
+# Matched against the PyTorch source with comments and docstrings removed. Transposed convolutions are no
+# direct convolution (their starting point would be a gather, which no snippet shows yet), so they match neither.
+_CONVOLUTION = re.compile(r"\bnn\.Conv[123]d\b|\b(?:F|functional|torch)\.conv[123]d\s*\(")
+_GEMM = re.compile(
+    r"\bnn\.Linear\b|\b(?:F|functional)\.linear\s*\(|\btorch\.(?:matmul|mm|bmm|addmm|baddbmm|einsum)\s*\("
+    r"|\.(?:matmul|mm|bmm)\s*\(|[\w\)\]]\s*@\s*[\w\(]"
+)
+_COMMENT_OR_DOCSTRING = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|#[^\n]*')
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A shipped snippet: its name, the first line of its comment (what it is), and its full source."""
+
+    name: str
+    summary: str
+    source: str
+
+
+def _snippet_directory() -> Traversable:
+    return resources.files("kernelblaster.kb").joinpath("seed", "snippets")
+
+
+@functools.cache
+def snippet_names() -> frozenset[str]:
+    """The names of every shipped snippet (file stems under kb/seed/snippets/)."""
+    return frozenset(
+        entry.name.removesuffix(SNIPPET_SUFFIX) for entry in _snippet_directory().iterdir()
+        if entry.name.endswith(SNIPPET_SUFFIX)
+    )
+
+
+@functools.cache
+def load_snippet(name: str) -> Snippet:
+    """The snippet called `name`; KBLookupError if none is shipped under that name."""
+    if name not in snippet_names():
+        raise KBLookupError(f"no shipped snippet named {name!r} (known: {', '.join(sorted(snippet_names()))})")
+    source = _snippet_directory().joinpath(name + SNIPPET_SUFFIX).read_text(encoding="utf-8")
+    return Snippet(name=name, summary=source.splitlines()[0].removeprefix("//").strip(), source=source)
+
+
+def problem_kind(pytorch_source: str) -> ProblemKind | None:
+    """What a KernelBench-style problem mostly computes, judged from its source: convolution (any forward
+    nn.ConvNd or conv call), else GEMM (Linear, matmul, mm, bmm, einsum, @), else None."""
+    code = _COMMENT_OR_DOCSTRING.sub("", pytorch_source)
+    if _CONVOLUTION.search(code):
+        return "convolution"
+    if _GEMM.search(code):
+        return "gemm"
+    return None
+
+
+def starting_point(kind: ProblemKind) -> Snippet:
+    """The snippet a first kernel of a problem of this kind starts from."""
+    return load_snippet(STARTING_POINTS[kind])
+
+
+def starting_point_for(pytorch_source: str) -> Snippet | None:
+    """The starting-point snippet for the problem whose PyTorch source this is, or None if it has none."""
+    kind = problem_kind(pytorch_source)
+    return None if kind is None else starting_point(kind)

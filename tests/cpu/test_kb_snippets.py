@@ -1,0 +1,120 @@
+"""The seed KB's code snippets: every snippet is shown by a seed technique, stays short enough for a prompt,
+and, with a problem's kb_forward appended (tests/gpu/snippet_cases.py), passes the source rules and compiles
+without warnings with the real nvcc against that problem's generated header; the snippet comes first in the
+file, so this also shows it compiles on its own. The GPU tests verify the same candidates through the harness.
+The starting-point API picks the tiled GEMM or convolution snippet from a problem's PyTorch source."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from kernelblaster.harness.header import generate_header
+from kernelblaster.harness.problem import load_problem
+from kernelblaster.harness.spec import spec_for_problem
+from kernelblaster.harness.static_check import check_source
+from kernelblaster.kb.codec import decode
+from kernelblaster.kb.errors import KBLookupError
+from kernelblaster.kb.paths import seed_kb_bytes
+from kernelblaster.kb.snippets import load_snippet, problem_kind, snippet_names, starting_point_for
+from kernelblaster.kb.tokens import default_token_counter
+from kernelblaster.tools.nvcc import compile_object, find_nvcc
+from kernelblaster.tools.errors import UserFacingError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DRIVER_DIR = REPO_ROOT / "harness" / "driver"
+EXAMPLE_PROBLEMS = REPO_ROOT / "examples" / "problems"
+# One snippet is the whole of the KB slice's default budget (1,500 tokens) at most half.
+MAX_SNIPPET_TOKENS = 750
+
+
+def _load_manifest() -> ModuleType:
+    """tests/ is not a package, so load tests/gpu/snippet_cases.py by path."""
+    spec = importlib.util.spec_from_file_location("kernelblaster_snippet_cases", REPO_ROOT / "tests" / "gpu" /
+                                                  "snippet_cases.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+cases = _load_manifest()
+CASES = [pytest.param(case, id=case.id) for case in cases.SNIPPET_CASES]
+
+
+def nvcc_available() -> bool:
+    try:
+        find_nvcc()
+    except UserFacingError:
+        return False
+    return True
+
+
+def test_every_snippet_has_a_candidate_that_verifies_it() -> None:
+    assert {case.snippet for case in cases.SNIPPET_CASES} == snippet_names()
+
+
+def test_every_snippet_is_shown_by_a_seed_technique() -> None:
+    seed = decode(Path("seed_kb.json"), seed_kb_bytes()).document
+    assert {technique.snippet for technique in seed.techniques.values()} - {None} == snippet_names()
+
+
+@pytest.mark.parametrize("name", sorted(snippet_names()))
+def test_snippet_fits_a_prompt_and_says_what_it_is(name: str) -> None:
+    snippet = load_snippet(name)
+    assert default_token_counter().count(snippet.source) <= MAX_SNIPPET_TOKENS
+    assert len(snippet.summary) > 20 and snippet.source.startswith("// ")
+
+
+def test_unknown_snippet_is_a_lookup_error_naming_the_known_ones() -> None:
+    with pytest.raises(KBLookupError, match="tiled_sgemm"):
+        load_snippet("no_such_snippet")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_snippet_candidate_passes_the_source_rules(case: cases.SnippetCase) -> None:
+    assert check_source(case.candidate_source()) == []
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed")
+@pytest.mark.parametrize("case", CASES)
+def test_snippet_candidate_compiles_without_warnings_against_its_problem_header(case: cases.SnippetCase,
+                                                                             tmp_path: Path) -> None:
+    (tmp_path / "kb_problem.h").write_text(generate_header(spec_for_problem(load_problem(case.problem), None)))
+    source = tmp_path / "candidate.cu"
+    source.write_text(case.candidate_source())
+    result = compile_object(source, tmp_path / "candidate.o", arch="sm_90", include_dirs=[tmp_path, DRIVER_DIR],
+                            cache_dir=None)
+    assert result.ok, result.log
+    assert [m.render() for m in result.messages if m.severity == "warning"] == []
+
+
+@pytest.mark.parametrize(
+    ("problem", "snippet"),
+    [("gemm_bias_relu", "tiled_sgemm"), ("softmax_rows", None), ("elementwise_swish_scale", None)],
+)
+def test_starting_point_of_an_example_problem(problem: str, snippet: str | None) -> None:
+    found = starting_point_for((EXAMPLE_PROBLEMS / f"{problem}.py").read_text())
+    assert (found.name if found else None) == snippet
+
+
+@pytest.mark.parametrize(
+    ("source", "kind"),
+    [
+        ("self.conv = nn.Conv2d(3, 64, 3)\nself.fc = nn.Linear(64, 10)", "convolution"),
+        ("return F.conv1d(x, self.weight, stride=2)", "convolution"),
+        ("return torch.bmm(A, B)", "gemm"),
+        ("return A @ B.T", "gemm"),
+        ("return self.linear(x).relu()  # nn.Linear", None),
+        ('"""Uses nn.Conv2d in prose only."""\nreturn torch.cumsum(x, dim=1)', None),
+        ("self.up = nn.ConvTranspose2d(8, 8, 3)", None),
+        ("return torch.nn.functional.scaled_dot_product_attention(q, k, v)", None),
+    ],
+)
+def test_problem_kind_reads_the_code_not_the_comments(source: str, kind: str | None) -> None:
+    assert problem_kind(source) == kind
