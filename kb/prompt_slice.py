@@ -1,9 +1,9 @@
 """Render the matched state and its selected optimizations as compact prompt text within a token budget.
 
 Pieces are added in order of importance (the state's headline, each candidate's one-line summary, their
-descriptions, their lessons, the state's description, then the verified code snippet of the first
-candidate, if it has one) for as long as the whole text fits the budget, and printed in reading order. A
-piece whose parent did not fit is left out with it. Only the first candidate's snippet is ever shown: one
+descriptions, their lessons, the verified code snippet of the first candidate if it has one, then the
+state's description) for as long as the whole text fits the budget, and printed in reading order. A piece
+whose parent did not fit is left out with it. Only the first candidate's snippet is ever shown: one
 snippet costs as much as the rest of the slice.
 """
 
@@ -59,7 +59,7 @@ def _state_pieces(state: PerformanceState, match: StateMatch | None) -> list[_Pi
     headline = f"Performance state: {state.name} [{state.id}]. Bottleneck: {state.primary_bottleneck}{also}."
     pieces = [
         _Piece("state", 0, (0, 0, 0), headline),
-        _Piece("state-description", 4, (0, 0, 2), state.description, parent="state"),
+        _Piece("state-description", 5, (0, 0, 2), state.description, parent="state"),
     ]
     if match is not None:
         pieces.append(_Piece("match", 1, (0, 0, 1), _match_line(match), parent="state"))
@@ -91,7 +91,7 @@ def _candidate_pieces(rank: int, item: SelectedOptimization) -> list[_Piece]:
         position = (1, rank, 2 + len(item.lessons) - age)
         pieces.append(_Piece(f"{key}-lesson-{age}", 3, position, f"   Lesson: {lesson}", parent=key))
     if rank == 1 and item.snippet is not None:
-        pieces.append(_Piece(f"{key}-snippet", 5, (1, rank, 3 + len(item.lessons)), _snippet_text(item.snippet),
+        pieces.append(_Piece(f"{key}-snippet", 4, (1, rank, 3 + len(item.lessons)), _snippet_text(item.snippet),
                              parent=key))
     return pieces
 

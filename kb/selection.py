@@ -92,7 +92,8 @@ def select_optimizations(
     policy_name = check_precision_policy(precision)
     candidates = [
         opt for opt in state.optimizations
-        if opt.deprecated is None and opt.technique not in exclude and techniques[opt.technique].valid_under(policy_name)
+        if opt.deprecated is None and opt.technique not in exclude
+        and techniques[opt.technique].valid_under(policy_name)
     ]
     followers = {t.after: t.stats for t in transitions if t.before == previous_technique}
     scored = [_score(opt, followers.get(opt.technique), policy) for opt in candidates]

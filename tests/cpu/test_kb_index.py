@@ -68,7 +68,7 @@ def test_a_much_nearer_state_from_another_arch_outranks_a_distant_local_one(kb: 
             AddState(state=twin_of(kb, MEMORY, "memory_on_a100", ["sm_80"])),
         ]
     )
-    matches = kb.nearest_states(kb.document.states[MEMORY].signature, "sm_90", 8)
+    matches = kb.nearest_states(kb.document.states[MEMORY].signature, "sm_90", len(kb.document.states))
     ranked = [m.state.id for m in matches]
     assert ranked.index("memory_on_a100") < ranked.index("compute_on_h100")
     assert matches[ranked.index("compute_on_h100")].distance > CROSS_ARCH_PENALTY

@@ -1,4 +1,5 @@
-"""The prompt slice: the matched state and its candidates as compact text, always within the token budget."""
+"""The prompt slice: the matched state and its candidates as compact text, always within the token budget, with
+the verified code snippet of the first candidate when it fits."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 
 from kernelblaster.kb.edits import AddLesson
 from kernelblaster.kb.prompt_slice import render_prompt_slice
-from kernelblaster.kb.selection import SelectedOptimization
+from kernelblaster.kb.selection import SelectedOptimization, SelectionPolicy
+from kernelblaster.kb.snippets import load_snippet
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.kb.tokens import default_token_counter, estimate_tokens, load_token_counter
 
@@ -69,3 +71,43 @@ def test_unavailable_encodings_fall_back_to_a_conservative_estimate() -> None:
     text = "Coalesce the loads of the row-major matrix so each warp reads 128 contiguous bytes."
     assert counter.count(text) == estimate_tokens(text)
     assert counter.count(text) >= load_token_counter().count(text)
+
+
+GEMM = "tensor_core_eligible_unused"
+DEFAULT_BUDGET = 1500
+
+
+def gemm_choices(kb: KnowledgeBase) -> list[SelectedOptimization]:
+    """The three best strict-fp32 choices of the GEMM state, tiled_sgemm_fp32 (with a snippet) first."""
+    state = kb.document.states[GEMM]
+    choices = kb.select_optimizations(state, 3, rng_seed=0, precision="strict", policy=SelectionPolicy(temperature=0))
+    assert choices[0].snippet == "tiled_sgemm"
+    return choices
+
+
+def test_first_candidates_snippet_is_shown_as_code_when_it_fits(kb: KnowledgeBase) -> None:
+    text = render_prompt_slice(kb.document.states[GEMM], gemm_choices(kb), DEFAULT_BUDGET)
+    assert "kb snippet `tiled_sgemm`" in text
+    assert f"```cuda\n{load_snippet('tiled_sgemm').source}```" in text
+
+
+def test_only_the_first_candidates_snippet_is_ever_shown(kb: KnowledgeBase) -> None:
+    first, *others = gemm_choices(kb)
+    text = render_prompt_slice(kb.document.states[GEMM], [*others, first], 4000)
+    assert "```cuda" not in text
+    assert f". {first.technique} (" in text
+
+
+@pytest.mark.parametrize("budget", [300, 700, 1000, DEFAULT_BUDGET, 4000])
+def test_slice_with_a_snippet_never_exceeds_its_budget(kb: KnowledgeBase, budget: int) -> None:
+    text = render_prompt_slice(kb.document.states[GEMM], gemm_choices(kb), budget)
+    assert default_token_counter().count(text) <= budget
+
+
+def test_snippet_is_dropped_before_any_candidate_description_when_the_budget_is_tight(kb: KnowledgeBase) -> None:
+    choices = gemm_choices(kb)
+    without_code = [item.model_copy(update={"snippet": None}) for item in choices]
+    budget = default_token_counter().count(render_prompt_slice(kb.document.states[GEMM], without_code, 4000))
+    text = render_prompt_slice(kb.document.states[GEMM], choices, budget)
+    assert "```cuda" not in text
+    assert all(item.description in text for item in choices)

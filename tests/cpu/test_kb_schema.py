@@ -53,6 +53,40 @@ def test_seed_covers_the_bottlenecks_the_issue_names(seed: KBDocument) -> None:
         assert state_id in seed.states
 
 
+def test_seed_has_states_for_the_kernelbench_families_the_generic_ones_miss(seed: KBDocument) -> None:
+    for state_id in (
+        "serial_dependency_chain",  # scans done element by element (level 1, 89-93)
+        "attention_scores_materialised",
+        "recurrence_step_launches",  # LSTM / GRU (level 3)
+        "atomic_scatter_contention",  # scatter-form transposed convolutions
+        "host_overhead_bound",  # a cudaMalloc per call, which ncu cannot see
+    ):
+        assert state_id in seed.states
+
+
+def test_seed_has_techniques_for_the_patterns_of_kernelbench_problems(seed: KBDocument) -> None:
+    for technique in (
+        "parallel_scan", "flash_attention_tiling", "rnn_input_projection_hoisting", "persistent_recurrence",
+        "depthwise_conv_tiling", "transposed_conv_gather", "direct_conv_tiling", "welford_norm",
+        "hopper_wgmma_tma", "tma_bulk_copy", "thread_block_clusters", "redundant_work_elimination",
+        "host_overhead_removal", "tiled_sgemm_fp32", "tf32x3_split",
+    ):
+        assert technique in seed.techniques
+
+
+def test_seed_reduced_precision_techniques_are_not_valid_under_strict(seed: KBDocument) -> None:
+    assert seed.techniques["tensor_core_mma"].precision_policies == ["fp16"]
+    for technique in ("tensor_core_mma", "tensor_core_tf32", "hopper_wgmma_tma"):
+        assert not seed.techniques[technique].valid_under("strict")
+    for technique in ("tiled_sgemm_fp32", "tf32x3_split", "tma_bulk_copy", "thread_block_clusters"):
+        assert seed.techniques[technique].valid_under("strict")
+
+
+def test_seed_offers_every_catalogue_technique_in_some_state(seed: KBDocument) -> None:
+    used = {opt.technique for state in seed.states.values() for opt in state.optimizations}
+    assert used == set(seed.techniques)
+
+
 def test_seed_states_each_offer_optimizations_with_priors_above_one(seed: KBDocument) -> None:
     for state in seed.states.values():
         assert len(state.optimizations) >= 5, state.id

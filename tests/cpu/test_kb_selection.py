@@ -47,6 +47,10 @@ def stats_after(*outcomes: tuple[OutcomeStatus, float | None]) -> OutcomeStats:
     return stats
 
 
+def select(state: PerformanceState, k: int, rng_seed: int) -> list[SelectedOptimization]:
+    return select_optimizations(state, k, rng_seed=rng_seed, techniques=catalogue(state), precision="strict")
+
+
 def first_picks(state: PerformanceState, draws: int = DRAWS, **options: object) -> Counter[str]:
     techniques = catalogue(state)
     return Counter(
@@ -58,26 +62,26 @@ def first_picks(state: PerformanceState, draws: int = DRAWS, **options: object) 
 def test_selects_k_distinct_optimizations() -> None:
     state = state_with(*(Optimization(technique=f"t{i}", prior_speedup=1.1 + i / 10) for i in range(8)))
     for seed in range(50):
-        chosen = select_optimizations(state, 5, rng_seed=seed, techniques=catalogue(state), precision="strict")
+        chosen = select(state, 5, rng_seed=seed)
         assert len({item.technique for item in chosen}) == 5
 
 
 def test_k_larger_than_the_candidates_returns_each_once() -> None:
     state = state_with(Optimization(technique="a", prior_speedup=1.2), Optimization(technique="b", prior_speedup=1.1))
-    chosen = select_optimizations(state, 5, rng_seed=0, techniques=catalogue(state), precision="strict")
+    chosen = select(state, 5, rng_seed=0)
     assert sorted(item.technique for item in chosen) == ["a", "b"]
 
 
 def test_same_seed_gives_the_same_selection() -> None:
     state = state_with(*(Optimization(technique=f"t{i}", prior_speedup=1.2) for i in range(8)))
-    runs = [select_optimizations(state, 3, rng_seed=42, techniques=catalogue(state), precision="strict") for _ in range(2)]
+    runs = [select(state, 3, rng_seed=42) for _ in range(2)]
     assert runs[0] == runs[1]
 
 
 def test_different_seeds_give_different_selections() -> None:
     state = state_with(*(Optimization(technique=f"t{i}", prior_speedup=1.2) for i in range(8)))
     selections = {
-        tuple(item.technique for item in select_optimizations(state, 3, rng_seed=seed, techniques=catalogue(state), precision="strict"))
+        tuple(item.technique for item in select(state, 3, rng_seed=seed))
         for seed in range(20)
     }
     assert len(selections) > 10
@@ -91,7 +95,7 @@ def test_draw_frequencies_follow_the_announced_first_pick_probabilities() -> Non
     )
     announced = {
         item.technique: item.first_pick_probability
-        for item in select_optimizations(state, 3, rng_seed=0, techniques=catalogue(state), precision="strict")
+        for item in select(state, 3, rng_seed=0)
     }
     counts = first_picks(state)
     for technique, probability in announced.items():
@@ -128,7 +132,7 @@ def test_technique_that_keeps_failing_to_compile_sinks() -> None:
 
 def only_selection(optimization: Optimization) -> SelectedOptimization:
     state = state_with(optimization)
-    return select_optimizations(state, 1, rng_seed=0, techniques=catalogue(state), precision="strict")[0]
+    return select(state, 1, rng_seed=0)[0]
 
 
 def test_suspicious_outcomes_lower_the_score_and_never_reward() -> None:

@@ -22,14 +22,15 @@ from kernelblaster.kb.errors import KBLookupError
 from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.kb.snippets import load_snippet, problem_kind, snippet_names, starting_point_for
 from kernelblaster.kb.tokens import default_token_counter
-from kernelblaster.tools.nvcc import compile_object, find_nvcc
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.nvcc import compile_object, find_nvcc
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER_DIR = REPO_ROOT / "harness" / "driver"
 EXAMPLE_PROBLEMS = REPO_ROOT / "examples" / "problems"
-# One snippet is the whole of the KB slice's default budget (1,500 tokens) at most half.
-MAX_SNIPPET_TOKENS = 750
+# By the conservative offline estimate (3 bytes a token). The lowering prompt shows a snippet only where it
+# fits the KB slice's budget (1,500 tokens by default, about 500 of them for the rest of the slice).
+MAX_SNIPPET_TOKENS = 1200
 
 
 def _load_manifest() -> ModuleType:

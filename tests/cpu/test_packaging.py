@@ -35,3 +35,10 @@ def test_wheel_carries_the_driver_sources_seed_kb_and_prompts(wheel_names: list[
     assert "kernelblaster/harness/driver/kb_driver.cu" in wheel_names
     assert "kernelblaster/kb/seed/seed_kb.json" in wheel_names
     assert "kernelblaster/nodes/prompts/lower.user.txt" in wheel_names
+
+
+def test_wheel_carries_every_kb_snippet(wheel_names: list[str]) -> None:
+    prefix = "kernelblaster/kb/seed/snippets/"
+    shipped = {name for name in wheel_names if name.startswith(prefix)}
+    on_disk = {prefix + path.name for path in (ROOT / "kb" / "seed" / "snippets").glob("*.cu")}
+    assert shipped == on_disk and on_disk

@@ -1,33 +1,29 @@
-// Tensor-core GEMM within strict fp32 tolerance: 3xTF32, wmma m16n16k8 (sm_80+). x = big + small, both tf32;
-// big*big + big*small + small*big misses only small*small (~2^-22): ~1e-6 error, where plain TF32 (~3e-4)
-// fails strict. inf/NaN stay in big*big (inf * 0 in a cross term makes NaN). C = ep(A * B), A [M,K], B [K,N]
-// or [N,K] (nn.Linear weight) if kBT. A warp makes 32x32 of a 64x64 tile; zero-padded tiles: any M, N, K.
+// Tensor-core GEMM within strict fp32 tolerance: 3xTF32 (wmma, sm_80+). x = hi + lo, both tf32; all
+// products but lo*lo give ~1e-6 error (plain TF32: ~3e-4, fails strict); inf/NaN only in hi*hi.
+// C = ep(A * B), A [M,K], B [K,N] or [N,K] (Linear weight) if kBT; zero-padded 64x64 tiles: any M, N, K.
 #include <cstdint>
 #include <mma.h>
+using namespace nvcuda;
 
-namespace wmma = nvcuda::wmma;
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-
-template <typename Frag>  // finite_big and small are 0 where x is inf or NaN
-__device__ void split_tf32(Frag& big, Frag& finite_big, Frag& small) {
-  for (int e = 0; e < big.num_elements; ++e) {
-    const float x = big.x[e], hi = wmma::__float_to_tf32(x);
-    big.x[e] = hi;
-    finite_big.x[e] = isfinite(x) ? hi : 0.0f;
-    small.x[e] = isfinite(x) ? wmma::__float_to_tf32(x - hi) : 0.0f;
+template <typename F>  // fin (hi if finite) and lo are 0 for inf/NaN: inf * 0 would make NaN
+__device__ void split_tf32(F& hi, F& fin, F& lo) {
+  for (int e = 0; e < hi.num_elements; ++e) {
+    const float x = hi.x[e], h = wmma::__float_to_tf32(x);
+    hi.x[e] = h;
+    fin.x[e] = isfinite(x) ? h : 0.0f;
+    lo.x[e] = isfinite(x) ? wmma::__float_to_tf32(x - h) : 0.0f;
   }
 }
 
 template <bool kBT, typename Epilogue>
 __global__ void __launch_bounds__(128) gemm_3xtf32(int M, int N, int K, const float* __restrict__ A,
                                                    const float* __restrict__ B, float* __restrict__ C, Epilogue ep) {
-  __shared__ __align__(32) float As[64][32 + 4];  // As[m][k]
+  __shared__ __align__(32) float As[64][32 + 4];  // As[m][k]; wmma needs 32-byte-aligned fragment rows
   __shared__ __align__(32) float Bs[32][64 + 4];  // Bs[k][n]
   __shared__ __align__(32) float Cs[64][64 + 4];
   const int t = threadIdx.x, wm = t / 64 * 32, wn = t / 32 % 2 * 32, m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
-  wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2][2];
-  for (int i = 0; i < 4; ++i) wmma::fill_fragment(acc[i / 2][i % 2], 0.0f);
+  wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[4];  // the warp's 2x2 of 16x16
+  for (auto& c : acc) wmma::fill_fragment(c, 0.0f);
   for (int k0 = 0; k0 < K; k0 += 32) {
     for (int e = t; e < 64 * 32; e += 128) {
       const int r = e / 32, k = e % 32, kb = e / 64, c = e % 64;  // reads follow rows: coalesced
@@ -39,24 +35,24 @@ __global__ void __launch_bounds__(128) gemm_3xtf32(int M, int N, int K, const fl
     }
     __syncthreads();
     for (int kk = 0; kk < 32; kk += 8) {
-      FragA a[2], a_fin[2], a_small[2];
-      FragB b[2], b_fin[2], b_small[2];
+      wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a[2], a_fin[2], a_lo[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b[2], b_fin[2], b_lo[2];
       for (int i = 0; i < 2; ++i) {
         wmma::load_matrix_sync(a[i], &As[wm + i * 16][kk], 32 + 4);
         wmma::load_matrix_sync(b[i], &Bs[kk][wn + i * 16], 64 + 4);
-        split_tf32(a[i], a_fin[i], a_small[i]);
-        split_tf32(b[i], b_fin[i], b_small[i]);
+        split_tf32(a[i], a_fin[i], a_lo[i]);
+        split_tf32(b[i], b_fin[i], b_lo[i]);
       }
-      for (int i = 0; i < 4; ++i) {  // the small terms first, then the big product
-        wmma::mma_sync(acc[i / 2][i % 2], a_small[i / 2], b_fin[i % 2], acc[i / 2][i % 2]);
-        wmma::mma_sync(acc[i / 2][i % 2], a_fin[i / 2], b_small[i % 2], acc[i / 2][i % 2]);
-        wmma::mma_sync(acc[i / 2][i % 2], a[i / 2], b[i % 2], acc[i / 2][i % 2]);
+      for (int i = 0; i < 4; ++i) {  // the small terms first, then hi*hi
+        wmma::mma_sync(acc[i], a_lo[i / 2], b_fin[i % 2], acc[i]);
+        wmma::mma_sync(acc[i], a_fin[i / 2], b_lo[i % 2], acc[i]);
+        wmma::mma_sync(acc[i], a[i / 2], b[i % 2], acc[i]);
       }
     }
     __syncthreads();
   }
   for (int i = 0; i < 4; ++i)
-    wmma::store_matrix_sync(&Cs[wm + i / 2 * 16][wn + i % 2 * 16], acc[i / 2][i % 2], 64 + 4, wmma::mem_row_major);
+    wmma::store_matrix_sync(&Cs[wm + i / 2 * 16][wn + i % 2 * 16], acc[i], 64 + 4, wmma::mem_row_major);
   __syncthreads();
   for (int e = t; e < 64 * 64; e += 128) {
     const int row = m0 + e / 64, col = n0 + e % 64;

@@ -1,16 +1,14 @@
 // Tiled direct conv2d, strict fp32: NCHW x, weight [C_out, C_in/groups, KH, KW], any stride, padding,
-// dilation, groups. A 256-thread block makes a 16x16 tile of output pixels for up to 8 output channels of
-// one group and image: per input channel it stages the input tile with its halo (zeros outside the image:
-// the padding) and the weights in shared memory; each thread keeps its pixel's 8 sums in registers, so each
-// staged value feeds 8 FMAs. Depthwise (groups == C_in): one channel per block, several pixels per thread.
-// Next: stage several input channels per barrier, more pixels per thread, or an implicit GEMM.
+// dilation, groups. A block makes 16x16 output pixels x 8 channels of one group and image; per input channel
+// it stages the input tile + halo (zeros outside: the padding) and weights in shared memory; a thread keeps
+// 8 sums, so each staged value feeds 8 FMAs. Next: several channels per barrier, more pixels per thread.
 #include <cstdint>
 
 constexpr int kSide = 16, kCo = 8;  // output tile side, output channels per block
 
 struct Conv2dShape {
   int batch, c_in, h, w, c_out, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, h_out, w_out;
-  __host__ __device__ int tile_h() const { return (kSide - 1) * stride_h + (kh - 1) * dil_h + 1; }  // with halo
+  __host__ __device__ int tile_h() const { return (kSide - 1) * stride_h + (kh - 1) * dil_h + 1; }  // + halo
   __host__ __device__ int tile_w() const { return (kSide - 1) * stride_w + (kw - 1) * dil_w + 1; }
 };
 
