@@ -1,8 +1,11 @@
 """The knowledge base: performance states, optimizations with learned scores, their index and selection.
 
 What the graph's nodes use, re-exported here:
-- `KnowledgeBase.load(path)`: the store (`nearest_states`, `select_optimizations`, `record_outcome(s)`,
-  `apply_edits`, `prune`, `write_snapshot` / `restore_snapshot`);
+- `KnowledgeBase.load(path)`: the store (`nearest_states`, `select_optimizations` under the run's precision
+  policy, `record_outcome(s)`, `apply_edits`, `prune`, `write_snapshot` / `restore_snapshot`);
+- `PRECISION_POLICIES`: the policy names techniques may be restricted to;
+- `load_snippet`, `starting_point_for`: the shipped, verified CUDA snippets, and the one a first kernel of a
+  GEMM or convolution problem starts from;
 - `OutcomeEvent` / `EventId`: one measured (or failed) rollout step;
 - `KBEdit` and its kinds: what the learning step may propose; `EditResult`: what became of it;
 - `render_prompt_slice`: the KB as a lowering agent sees it;
@@ -22,13 +25,16 @@ from kernelblaster.kb.edits import (
 )
 from kernelblaster.kb.index import StateMatch
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent
+from kernelblaster.kb.precision import PRECISION_POLICIES
 from kernelblaster.kb.prompt_slice import render_prompt_slice
 from kernelblaster.kb.schema import OutcomeStatus, PerformanceState
 from kernelblaster.kb.selection import SelectedOptimization, SelectionPolicy
 from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
+from kernelblaster.kb.snippets import Snippet, load_snippet, starting_point_for
 from kernelblaster.kb.store import KnowledgeBase
 
 __all__ = [
+    "PRECISION_POLICIES",
     "SIGNATURE_FIELDS",
     "AddLesson",
     "AddOptimization",
@@ -46,6 +52,9 @@ __all__ = [
     "SelectionPolicy",
     "SetDescription",
     "SetPrior",
+    "Snippet",
     "StateMatch",
+    "load_snippet",
     "render_prompt_slice",
+    "starting_point_for",
 ]

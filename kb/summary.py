@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from kernelblaster.kb.prompt_slice import describe_evidence
-from kernelblaster.kb.schema import KBDocument, PerformanceState
+from kernelblaster.kb.schema import KBDocument, PerformanceState, Technique
 
 
 class KBStats(BaseModel):
@@ -71,10 +71,21 @@ def format_state(document: KBDocument, state: PerformanceState) -> str:
         "  optimizations:",
     ]
     for opt in sorted(state.optimizations, key=lambda o: -o.prior_speedup):
-        category = document.techniques[opt.technique].category
+        technique = document.techniques[opt.technique]
         flag = f" (deprecated: {opt.deprecated})" if opt.deprecated else ""
         lines.append(
-            f"    {opt.technique} ({category}) prior {opt.prior_speedup:.2f}x; {describe_evidence(opt.stats)}{flag}"
+            f"    {opt.technique} ({technique.category}{_technique_notes(technique)}) prior {opt.prior_speedup:.2f}x; "
+            f"{describe_evidence(opt.stats)}{flag}"
         )
         lines += [f"      lesson: {lesson}" for lesson in opt.lessons]
     return "\n".join(lines)
+
+
+def _technique_notes(technique: Technique) -> str:
+    """`; only under fp16`, `; snippet tiled_sgemm`: what a person should know beside the category."""
+    notes = []
+    if technique.precision_policies is not None:
+        notes.append(f"only under {', '.join(technique.precision_policies)}")
+    if technique.snippet is not None:
+        notes.append(f"snippet {technique.snippet}")
+    return "".join(f"; {note}" for note in notes)
