@@ -30,7 +30,7 @@ from kernelblaster.kb.prompt_slice import render_prompt_slice
 from kernelblaster.kb.schema import OutcomeStatus, PerformanceState
 from kernelblaster.kb.selection import SelectedOptimization, SelectionPolicy
 from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
-from kernelblaster.kb.snippets import Snippet, load_snippet, starting_point_for
+from kernelblaster.kb.snippets import Snippet, StartingPoint, load_snippet, starting_point_for
 from kernelblaster.kb.store import KnowledgeBase
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "SetDescription",
     "SetPrior",
     "Snippet",
+    "StartingPoint",
     "StateMatch",
     "load_snippet",
     "render_prompt_slice",

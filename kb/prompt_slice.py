@@ -3,8 +3,9 @@
 Pieces are added in order of importance (the state's headline, each candidate's one-line summary, their
 descriptions, their lessons, the verified code snippet of the first candidate if it has one, then the
 state's description) for as long as the whole text fits the budget, and printed in reading order. A piece
-whose parent did not fit is left out with it. Only the first candidate's snippet is ever shown: one
-snippet costs as much as the rest of the slice.
+whose parent did not fit is left out with it. Only the first candidate's snippet is ever shown, and only
+if it takes at most half the budget: one snippet costs as much as the rest of the slice, and the larger
+ones (GEMM, convolution) are starting points for first kernels rather than lowering hints.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from kernelblaster.kb.schema import OutcomeStats, PerformanceState
 from kernelblaster.kb.selection import SelectedOptimization
 from kernelblaster.kb.snippets import load_snippet
 from kernelblaster.kb.tokens import TokenCounter, default_token_counter
+
+# The most of the budget the first candidate's code snippet may take.
+MAX_SNIPPET_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,10 @@ def render_prompt_slice(
     pieces = _state_pieces(state, match) + [
         piece for rank, item in enumerate(selected, start=1) for piece in _candidate_pieces(rank, item)
     ]
+    if selected and selected[0].snippet is not None:
+        snippet = _snippet_piece(selected[0])
+        if counter.count(snippet.text) <= token_budget * MAX_SNIPPET_SHARE:
+            pieces.append(snippet)
     kept: list[_Piece] = []
     for piece in sorted(pieces, key=lambda p: (p.importance, p.position)):
         if piece.parent is not None and piece.parent not in {k.key for k in kept}:
@@ -90,15 +98,14 @@ def _candidate_pieces(rank: int, item: SelectedOptimization) -> list[_Piece]:
     for age, lesson in enumerate(reversed(item.lessons)):
         position = (1, rank, 2 + len(item.lessons) - age)
         pieces.append(_Piece(f"{key}-lesson-{age}", 3, position, f"   Lesson: {lesson}", parent=key))
-    if rank == 1 and item.snippet is not None:
-        pieces.append(_Piece(f"{key}-snippet", 4, (1, rank, 3 + len(item.lessons)), _snippet_text(item.snippet),
-                             parent=key))
     return pieces
 
 
-def _snippet_text(name: str) -> str:
-    source = load_snippet(name).source.rstrip("\n")
-    return f"   Verified code for it (kb snippet `{name}`; adapt it to the problem):\n```cuda\n{source}\n```"
+def _snippet_piece(first: SelectedOptimization) -> _Piece:
+    assert first.snippet is not None
+    source = load_snippet(first.snippet).source.rstrip("\n")
+    text = f"   Verified code for it (kb snippet `{first.snippet}`; adapt it to the problem):\n```cuda\n{source}\n```"
+    return _Piece("candidate-1-snippet", 4, (1, 1, 3 + len(first.lessons)), text, parent="candidate-1")
 
 
 def describe_evidence(stats: OutcomeStats) -> str:

@@ -6,7 +6,8 @@ snippets by NAME; the prompt slice shows the snippet of the top offered techniqu
 its own and, appended with a problem's kb_forward, passes the harness on a small problem (tests/).
 
 `starting_point_for(pytorch_source)` gives the snippet a first kernel of a GEMM- or convolution-shaped
-problem should build on (a tiled kernel, not the naive loop), or None for other problems.
+problem should build on (a tiled kernel, not the naive loop), with the catalogue technique such a kernel
+applies (so that selection need not offer it again), or None for other problems.
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ from kernelblaster.kb.errors import KBLookupError
 SNIPPET_SUFFIX = ".cu"
 
 ProblemKind = Literal["gemm", "convolution"]
-STARTING_POINTS: dict[ProblemKind, str] = {"gemm": "tiled_sgemm", "convolution": "tiled_conv2d"}
+# (snippet, the seed technique a kernel built on it applies) for each kind of problem.
+STARTING_POINTS: dict[ProblemKind, tuple[str, str]] = {
+    "gemm": ("tiled_sgemm", "tiled_sgemm_fp32"),
+    "convolution": ("tiled_conv2d", "direct_conv_tiling"),
+}
 
 # Matched against the PyTorch source with comments and docstrings removed. Transposed convolutions are no
 # direct convolution (their starting point would be a gather, which no snippet shows yet), so they match neither.
@@ -66,6 +71,15 @@ def load_snippet(name: str) -> Snippet:
     return Snippet(name=name, summary=source.splitlines()[0].removeprefix("//").strip(), source=source)
 
 
+@dataclass(frozen=True)
+class StartingPoint:
+    """What a first kernel of a problem kind builds on: the snippet, and the technique that kernel applies."""
+
+    kind: ProblemKind
+    technique: str
+    snippet: Snippet
+
+
 def problem_kind(pytorch_source: str) -> ProblemKind | None:
     """What a KernelBench-style problem mostly computes, judged from its source: convolution (any forward
     nn.ConvNd or conv call), else GEMM (Linear, matmul, mm, bmm, einsum, @), else None."""
@@ -77,12 +91,13 @@ def problem_kind(pytorch_source: str) -> ProblemKind | None:
     return None
 
 
-def starting_point(kind: ProblemKind) -> Snippet:
-    """The snippet a first kernel of a problem of this kind starts from."""
-    return load_snippet(STARTING_POINTS[kind])
+def starting_point(kind: ProblemKind) -> StartingPoint:
+    """What a first kernel of a problem of this kind starts from."""
+    snippet, technique = STARTING_POINTS[kind]
+    return StartingPoint(kind=kind, technique=technique, snippet=load_snippet(snippet))
 
 
-def starting_point_for(pytorch_source: str) -> Snippet | None:
-    """The starting-point snippet for the problem whose PyTorch source this is, or None if it has none."""
+def starting_point_for(pytorch_source: str) -> StartingPoint | None:
+    """The starting point for the problem whose PyTorch source this is, or None if its kind has none."""
     kind = problem_kind(pytorch_source)
     return None if kind is None else starting_point(kind)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernelblaster.kb.edits import AddLesson
-from kernelblaster.kb.prompt_slice import render_prompt_slice
+from kernelblaster.kb.prompt_slice import MAX_SNIPPET_SHARE, render_prompt_slice
 from kernelblaster.kb.selection import SelectedOptimization, SelectionPolicy
 from kernelblaster.kb.snippets import load_snippet
 from kernelblaster.kb.store import KnowledgeBase
@@ -74,40 +74,65 @@ def test_unavailable_encodings_fall_back_to_a_conservative_estimate() -> None:
 
 
 GEMM = "tensor_core_eligible_unused"
+REDUCTION = "reduction_sync_bound"
 DEFAULT_BUDGET = 1500
 
 
-def gemm_choices(kb: KnowledgeBase) -> list[SelectedOptimization]:
-    """The three best strict-fp32 choices of the GEMM state, tiled_sgemm_fp32 (with a snippet) first."""
-    state = kb.document.states[GEMM]
-    choices = kb.select_optimizations(state, 3, rng_seed=0, precision="strict", policy=SelectionPolicy(temperature=0))
+def best_choices(kb: KnowledgeBase, state_id: str) -> list[SelectedOptimization]:
+    """The three best strict-fp32 choices of a state, in order of expected gain."""
+    state = kb.document.states[state_id]
+    return kb.select_optimizations(state, 3, rng_seed=0, precision="strict", policy=SelectionPolicy(temperature=0))
+
+
+def test_first_candidates_snippet_is_shown_as_code(kb: KnowledgeBase) -> None:
+    choices = best_choices(kb, GEMM)
     assert choices[0].snippet == "tiled_sgemm"
-    return choices
-
-
-def test_first_candidates_snippet_is_shown_as_code_when_it_fits(kb: KnowledgeBase) -> None:
-    text = render_prompt_slice(kb.document.states[GEMM], gemm_choices(kb), DEFAULT_BUDGET)
+    text = render_prompt_slice(kb.document.states[GEMM], choices, 4000)
     assert "kb snippet `tiled_sgemm`" in text
     assert f"```cuda\n{load_snippet('tiled_sgemm').source}```" in text
 
 
+def test_a_short_snippet_is_shown_within_the_default_budget(kb: KnowledgeBase) -> None:
+    choices = best_choices(kb, REDUCTION)
+    assert choices[0].snippet == "online_softmax"
+    assert "kb snippet `online_softmax`" in render_prompt_slice(kb.document.states[REDUCTION], choices, DEFAULT_BUDGET)
+
+
+def test_a_snippet_longer_than_half_the_budget_is_not_shown(kb: KnowledgeBase) -> None:
+    budget = 2 * default_token_counter().count(load_snippet("tiled_sgemm").source) - 1
+    text = render_prompt_slice(kb.document.states[GEMM], best_choices(kb, GEMM), budget)
+    assert "```cuda" not in text
+    assert all(item.description in text for item in best_choices(kb, GEMM))
+
+
 def test_only_the_first_candidates_snippet_is_ever_shown(kb: KnowledgeBase) -> None:
-    first, *others = gemm_choices(kb)
+    first, *others = best_choices(kb, GEMM)
     text = render_prompt_slice(kb.document.states[GEMM], [*others, first], 4000)
     assert "```cuda" not in text
     assert f". {first.technique} (" in text
 
 
-@pytest.mark.parametrize("budget", [300, 700, 1000, DEFAULT_BUDGET, 4000])
+@pytest.mark.parametrize("budget", [300, 700, 1000, DEFAULT_BUDGET, 2000, 4000])
 def test_slice_with_a_snippet_never_exceeds_its_budget(kb: KnowledgeBase, budget: int) -> None:
-    text = render_prompt_slice(kb.document.states[GEMM], gemm_choices(kb), budget)
-    assert default_token_counter().count(text) <= budget
+    for state_id in (GEMM, REDUCTION):
+        text = render_prompt_slice(kb.document.states[state_id], best_choices(kb, state_id), budget)
+        assert default_token_counter().count(text) <= budget
 
 
-def test_snippet_is_dropped_before_any_candidate_description_when_the_budget_is_tight(kb: KnowledgeBase) -> None:
-    choices = gemm_choices(kb)
-    without_code = [item.model_copy(update={"snippet": None}) for item in choices]
-    budget = default_token_counter().count(render_prompt_slice(kb.document.states[GEMM], without_code, 4000))
-    text = render_prompt_slice(kb.document.states[GEMM], choices, budget)
-    assert "```cuda" not in text
-    assert all(item.description in text for item in choices)
+def test_a_tight_budget_drops_the_state_description_first_then_the_snippet(kb: KnowledgeBase) -> None:
+    lessons = [f"Lesson {n}: " + "keeping the row in registers removed the second read of the input. " * 4
+               for n in range(4)]
+    choices = [item.model_copy(update={"lessons": lessons}) for item in best_choices(kb, REDUCTION)]
+    state = kb.document.states[REDUCTION]
+    count = default_token_counter().count
+    everything = count(render_prompt_slice(state, choices, 100_000))
+    without_code = count(render_prompt_slice(state, [item.model_copy(update={"snippet": None}) for item in choices],
+                                             100_000))
+    description = count(state.description) + 1
+    no_room_for_description = render_prompt_slice(state, choices, everything - 1)
+    no_room_for_code = render_prompt_slice(state, choices, everything - description - 1)
+    assert "```cuda" in no_room_for_description and state.description not in no_room_for_description
+    assert "```cuda" not in no_room_for_code
+    assert all(lesson in no_room_for_code for lesson in lessons)
+    assert all(item.description in no_room_for_code for item in choices)
+    assert everything - without_code <= (everything - description - 1) * MAX_SNIPPET_SHARE  # the code was eligible

@@ -20,7 +20,14 @@ from kernelblaster.harness.static_check import check_source
 from kernelblaster.kb.codec import decode
 from kernelblaster.kb.errors import KBLookupError
 from kernelblaster.kb.paths import seed_kb_bytes
-from kernelblaster.kb.snippets import load_snippet, problem_kind, snippet_names, starting_point_for
+from kernelblaster.kb.snippets import (
+    ProblemKind,
+    load_snippet,
+    problem_kind,
+    snippet_names,
+    starting_point,
+    starting_point_for,
+)
 from kernelblaster.kb.tokens import default_token_counter
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.nvcc import compile_object, find_nvcc
@@ -101,7 +108,15 @@ def test_snippet_candidate_compiles_without_warnings_against_its_problem_header(
 )
 def test_starting_point_of_an_example_problem(problem: str, snippet: str | None) -> None:
     found = starting_point_for((EXAMPLE_PROBLEMS / f"{problem}.py").read_text())
-    assert (found.name if found else None) == snippet
+    assert (found.snippet.name if found else None) == snippet
+
+
+@pytest.mark.parametrize("kind", ["gemm", "convolution"])
+def test_starting_point_names_the_seed_technique_that_shows_its_snippet(kind: ProblemKind) -> None:
+    point = starting_point(kind)
+    seed = decode(Path("seed_kb.json"), seed_kb_bytes()).document
+    assert seed.techniques[point.technique].snippet == point.snippet.name
+    assert seed.techniques[point.technique].valid_under("strict")
 
 
 @pytest.mark.parametrize(

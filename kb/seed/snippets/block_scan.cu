@@ -1,10 +1,6 @@
-// Inclusive prefix sum (cumsum) of one long row by one block, chunk after chunk with a running carry.
-// Each thread scans kScanItems consecutive values serially, a warp scans its threads' totals with
-// __shfl_up_sync, every thread adds the totals of the warps before it, and the chunk's total joins the carry.
-// Only adds, never subtracts, so a NaN or inf changes exactly the outputs at and after it, as in PyTorch.
-// Variants: cumprod (* and 1), reverse (index the row from its end), exclusive (write the prefix before the
-// value), masked (load x * mask). Short rows: one row per warp. Few very long rows: split each over several
-// blocks and pass carries between them with a decoupled look-back (one pass, no second kernel).
+// Inclusive prefix sum (cumsum) of one long row by one block, chunk after chunk with a running carry: each
+// thread scans kScanItems consecutive values, a warp scans its threads' totals with __shfl_up_sync, and the
+// warps before it add in. Only adds, never subtracts: a NaN or inf reaches exactly the outputs from it on.
 #include <cstdint>
 
 constexpr int kScanThreads = 256, kScanItems = 4, kScanChunk = kScanThreads * kScanItems;
@@ -22,7 +18,7 @@ __device__ __forceinline__ float warp_inclusive_scan(float v) {
 __device__ void block_inclusive_scan(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
   __shared__ float warp_totals[kScanThreads / 32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float carry = 0.0f;  // the sum of every earlier chunk; the same in all threads
+  float carry = 0.0f;  // the sum of the earlier chunks, the same in all threads
   for (int64_t chunk = 0; chunk < n; chunk += kScanChunk) {
     const int64_t first = chunk + static_cast<int64_t>(threadIdx.x) * kScanItems;
     float v[kScanItems];
