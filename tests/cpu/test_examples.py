@@ -5,15 +5,13 @@ exactly the files that exist. Whether each kernel is accepted or rejected is a G
 from __future__ import annotations
 
 import functools
-import importlib.util
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
+from manifests import load_manifest
 
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.problem import instantiate, load_problem
@@ -25,19 +23,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER_DIR = REPO_ROOT / "harness" / "driver"
 NVCC_FLAGS = ("-c", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a")
 
-
-def _load_manifest() -> ModuleType:
-    """tests/ is not a package, so load tests/gpu/cases.py by path (registered first: dataclasses need it)."""
-    path = REPO_ROOT / "tests" / "gpu" / "cases.py"
-    spec = importlib.util.spec_from_file_location("kernelblaster_example_cases", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cases = _load_manifest()
+cases = load_manifest("gpu/cases.py")
 
 PROBLEMS = sorted({example.problem for example in cases.EXAMPLES})
 # (id, kernel, problem) for every kernel in the manifest.

@@ -6,12 +6,10 @@ The starting-point API picks the tiled GEMM or convolution snippet from a proble
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from manifests import load_manifest
 
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.problem import load_problem
@@ -40,18 +38,7 @@ EXAMPLE_PROBLEMS = REPO_ROOT / "examples" / "problems"
 MAX_SNIPPET_TOKENS = 1200
 
 
-def _load_manifest() -> ModuleType:
-    """tests/ is not a package, so load tests/gpu/snippet_cases.py by path."""
-    spec = importlib.util.spec_from_file_location("kernelblaster_snippet_cases", REPO_ROOT / "tests" / "gpu" /
-                                                  "snippet_cases.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cases = _load_manifest()
+cases = load_manifest("gpu/snippet_cases.py")
 CASES = [pytest.param(case, id=case.id) for case in cases.SNIPPET_CASES]
 
 
