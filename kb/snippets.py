@@ -31,11 +31,13 @@ STARTING_POINTS: dict[ProblemKind, tuple[str, str]] = {
 }
 
 # Matched against the PyTorch source with comments and docstrings removed. Transposed convolutions are no
-# direct convolution (their starting point would be a gather, which no snippet shows yet), so they match neither.
+# direct convolution (their starting point would be a gather, which no snippet shows yet), so they match neither;
+# nor do recurrent layers, whose time loop matters more than their matrix products.
+_RECURRENT = re.compile(r"\bnn\.(?:LSTM|GRU|RNN)\b")
 _CONVOLUTION = re.compile(r"\bnn\.Conv[123]d\b|\b(?:F|functional|torch)\.conv[123]d\s*\(")
 _GEMM = re.compile(
     r"\bnn\.Linear\b|\b(?:F|functional)\.linear\s*\(|\btorch\.(?:matmul|mm|bmm|addmm|baddbmm|einsum)\s*\("
-    r"|\.(?:matmul|mm|bmm)\s*\(|[\w\)\]]\s*@\s*[\w\(]"
+    r"|\.(?:matmul|mm|bmm)\s*\(|[\w)\]][ \t]*@[ \t]*[\w(]"
 )
 _COMMENT_OR_DOCSTRING = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|#[^\n]*')
 
@@ -81,9 +83,12 @@ class StartingPoint:
 
 
 def problem_kind(pytorch_source: str) -> ProblemKind | None:
-    """What a KernelBench-style problem mostly computes, judged from its source: convolution (any forward
-    nn.ConvNd or conv call), else GEMM (Linear, matmul, mm, bmm, einsum, @), else None."""
+    """What a KernelBench-style problem mostly computes, judged from its source: None for a recurrent layer,
+    else convolution (any forward nn.ConvNd or conv call), else GEMM (Linear, matmul, mm, bmm, einsum, @),
+    else None."""
     code = _COMMENT_OR_DOCSTRING.sub("", pytorch_source)
+    if _RECURRENT.search(code):
+        return None
     if _CONVOLUTION.search(code):
         return "convolution"
     if _GEMM.search(code):

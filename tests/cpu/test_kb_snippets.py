@@ -116,6 +116,8 @@ def test_starting_point_names_the_seed_technique_that_shows_its_snippet(kind: Pr
         ("return self.linear(x).relu()  # nn.Linear", None),
         ('"""Uses nn.Conv2d in prose only."""\nreturn torch.cumsum(x, dim=1)', None),
         ("self.up = nn.ConvTranspose2d(8, 8, 3)", None),
+        ("self.lstm = nn.LSTM(128, 256, 6)\nself.fc = nn.Linear(256, 10)", None),
+        ("super().__init__()\n\n    @torch.no_grad()\n    def forward(self, x):\n        return x.cumsum(1)", None),
         ("return torch.nn.functional.scaled_dot_product_attention(q, k, v)", None),
     ],
 )
