@@ -87,7 +87,7 @@ def render_markdown(report: RunReport) -> str:
 
 
 def _tokens_table(report: RunReport) -> list[str]:
-    cost = f", {report.cost.display()}" if report.cost is not None else " (no prices given: --price MODEL=IN,OUT)"
+    cost = f", costing {report.cost.display()}" if report.cost is not None else "; no prices given"
     lines = [f"## Tokens ({report.total_tokens} in all{cost})", "",
              "| role | node | calls | input | cached input | output | reasoning | cost |",
              "|---|---|---|---|---|---|---|---|"]
