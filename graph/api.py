@@ -85,7 +85,8 @@ class Run:
         files = RunFiles(run_dir.resolve())
         if files.record.exists():
             raise UserFacingError(f"{run_dir} already holds a run: continue it with `kernelblaster resume {run_dir}`")
-        context = context.model_copy(update={"run_dir": str(files.root),
+        replay_from = str(Path(context.replay_from).resolve()) if context.replay_from else None
+        context = context.model_copy(update={"run_dir": str(files.root), "replay_from": replay_from,
                                              "kb_path": str(resolve_kb_path(context.kb_path).resolve())})
         record = RunRecord(run_id=run_id_for(str(files.root)), problem_path=str(problem_path),
                            init_kernel=str(Path(init).resolve()) if init else None, context=context)
