@@ -123,6 +123,9 @@ def run_answer(args: argparse.Namespace) -> int:
 
 def context_from_flags(args: argparse.Namespace) -> RunContext:
     """The run context the flags ask for; every flag left out keeps RunContext's default."""
+    if (args.llm == "replay") != (args.replay_from is not None):
+        raise UserFacingError("--llm replay and --replay-from RUN_DIR go together (RUN_DIR: the run whose "
+                              "llm.jsonl answers)")
     settings: dict[str, Any] = {field: getattr(args, flag) for flag, field in CONTEXT_FLAGS.items()
                                 if getattr(args, flag) is not None}
     if args.role_model:
@@ -137,10 +140,8 @@ def context_from_flags(args: argparse.Namespace) -> RunContext:
         return RunContext(**settings)
     except ValidationError as error:
         first = error.errors()[0]
-        field = first["loc"][0] if first["loc"] else "llm"
-        flag = next((f for f, name in CONTEXT_FLAGS.items() if name == field), str(field))
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise UserFacingError(f"--{flag.replace('_', '-')}: {message}") from None
+        flag = next((f for f, field in CONTEXT_FLAGS.items() if field == first["loc"][0]), str(first["loc"][0]))
+        raise UserFacingError(f"--{flag.replace('_', '-')}: {first['msg']}") from None
 
 
 def _role_setting(flag: str, text: str, what: str, allowed: tuple[str, ...] | None = None) -> tuple[str, str]:
