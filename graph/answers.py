@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from string import Template
-from typing import Any, Generic
+from typing import Generic
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
@@ -104,7 +105,7 @@ def _read_json(schema: type[T], text: str) -> Reading[T]:
     return _validated(schema, lambda: schema.model_validate_json(stripped))
 
 
-def _validated(schema: type[T], validate: Any) -> Reading[T]:
+def _validated(schema: type[T], validate: Callable[[], T]) -> Reading[T]:
     try:
         return Reading(validate(), None)
     except ValidationError as error:

@@ -94,16 +94,14 @@ class ExchangeRecorder:
         self._lock = threading.Lock()
 
     def record(self, request: ExchangeRequest, outcome: ExchangeOutcome, *, reply: Reply | None = None,
-               problem: str | None = None, refused: RefusalKind | None = None,
-               usage: TokenUsage | None = None) -> None:
+               problem: str | None = None, refused: RefusalKind | None = None) -> None:
         record = ExchangeRecord(
             time=datetime.now(UTC), role=request.role, node=request.node, key=request.key, attempt=request.attempt,
             model=request.model, method=request.method, parameters=request.parameters,
             messages=[_recorded_message(m) for m in request.messages], outcome=outcome,
             reply=_recorded_reply(reply) if reply else None, problem=problem, refused=refused,
-            usage=reply.usage if reply else usage or TokenUsage(role=request.role, node=request.node,
-                                                                 model=request.model, input_tokens=0,
-                                                                 output_tokens=0),
+            usage=reply.usage if reply else TokenUsage(role=request.role, node=request.node, model=request.model,
+                                                       input_tokens=0, output_tokens=0),
             latency_s=reply.latency_s if reply else 0.0, replayed_from=self.replayed_from)
         line = record.model_dump_json() + "\n"
         with self._lock:

@@ -2,8 +2,9 @@
 
 Sampling is weighted by expected gain, not an argmax (`kb.selection`), under a seed derived from the
 run's seed and the step's place, so each trajectory explores differently and a resumed step draws the
-same. A replay (`--llm replay`) draws as the recorded run drew, so its prompts are the recorded ones. Techniques already tried on this very kernel, and the one that produced it, are left out; that one
-also conditions the draw (phase ordering: what tends to work right after it).
+same; a replay (`--llm replay`) draws as the recorded run drew, so its prompts are the recorded ones.
+Techniques already tried on this very kernel, and the one that produced it, are left out; that one also
+conditions the draw (phase ordering: what tends to work right after it).
 """
 
 from __future__ import annotations
