@@ -28,7 +28,7 @@ from kernelblaster.graph.budget import TokenBudget
 from kernelblaster.graph.context import Role, RunContext, StructuredOutputMethod
 from kernelblaster.graph.exchange import ExchangeRequest, Link, Reply, RequestFailed, RequestRefused
 from kernelblaster.graph.quirks import EndpointQuirks
-from kernelblaster.graph.recording import LLM_LOG, ExchangeRecorder
+from kernelblaster.graph.recording import LLM_LOG, ExchangeOutcome, ExchangeRecorder
 from kernelblaster.graph.state import TokenUsage
 from kernelblaster.tools.errors import UserFacingError
 
@@ -174,7 +174,7 @@ class _Asking(Generic[T]):
             self.run.recorder.record(request, "cut_off", reply=reply, problem=problem)
             return Reading(None, problem), follow_up
         reading = read_reply(self.question, self.method, reply.message)
-        outcome = "answer" if reading.problem is None else "unusable"
+        outcome: ExchangeOutcome = "answer" if reading.problem is None else "unusable"
         self.run.recorder.record(request, outcome, reply=reply, problem=reading.problem)
         follow_up = correction(reply.message, self.method, reading.problem) if reading.problem else []
         return reading, follow_up
