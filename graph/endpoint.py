@@ -84,10 +84,10 @@ class EndpointLink:
         body: dict[str, Any] = dict(request.parameters.as_body())
         runnable: Runnable[Any, Any] = self.model
         if request.method == "function_calling":
-            runnable = self.model.bind_tools([request.schema], tool_choice=request.schema.__name__)
+            runnable = self.model.bind_tools([request.answer_schema], tool_choice=request.answer_schema.__name__)
         elif request.method == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": request.schema.__name__, "schema": request.schema.model_json_schema()}}
+                "name": request.answer_schema.__name__, "schema": request.answer_schema.model_json_schema()}}
         elif request.method == "json_mode":
             body["response_format"] = {"type": "json_object"}
         # Sent as given: ChatOpenAI would rename max_tokens, and its parse path for response formats raises on

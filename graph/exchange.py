@@ -41,9 +41,10 @@ class RequestParameters(BaseModel):
         return body
 
 
-@dataclass(frozen=True)
-class ExchangeRequest:
-    """The `attempt`-th request (0, 1, ...) made for one question."""
+class ExchangeHead(BaseModel):
+    """Which request this is: the `attempt`-th (0, 1, ...) made for one question, how and to which model."""
+
+    model_config = ConfigDict(frozen=True)
 
     role: Role
     node: str
@@ -51,9 +52,19 @@ class ExchangeRequest:
     attempt: int
     model: str
     method: StructuredOutputMethod
-    schema: type[BaseModel]
-    messages: list[BaseMessage]
     parameters: RequestParameters
+
+    def head(self) -> ExchangeHead:
+        return ExchangeHead(**{name: getattr(self, name) for name in ExchangeHead.model_fields})
+
+
+class ExchangeRequest(ExchangeHead):
+    """A request: its head, the schema of the answer asked for, and the conversation so far."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    answer_schema: type[BaseModel]
+    messages: list[BaseMessage]
 
 
 @dataclass(frozen=True)

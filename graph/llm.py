@@ -161,7 +161,7 @@ class _Asking(Generic[T]):
             raise BudgetExhausted(f"{self.question.role}: no request made: {exhausted}", self.usage)
         request = ExchangeRequest(role=self.question.role, node=self.question.node, key=self.question.key,
                                   attempt=self.requests, model=self.agent.model, method=self.method,
-                                  schema=self.question.schema, messages=self.messages,
+                                  answer_schema=self.question.schema, messages=self.messages,
                                   parameters=self.run.quirks.parameters(self.agent.model))
         self.requests += 1
         return request

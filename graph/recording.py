@@ -18,13 +18,12 @@ from typing import Literal
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel, Field, ValidationError
 
-from kernelblaster.graph.context import Role, StructuredOutputMethod
 from kernelblaster.graph.exchange import (
+    ExchangeHead,
     ExchangeRequest,
     RefusalKind,
     Reply,
     RequestFailed,
-    RequestParameters,
     RequestRefused,
 )
 from kernelblaster.graph.state import TokenUsage
@@ -64,17 +63,10 @@ class RecordedReply(BaseModel):
                          response_metadata={"finish_reason": self.finish_reason})
 
 
-class ExchangeRecord(BaseModel):
+class ExchangeRecord(ExchangeHead):
     """One line of `llm.jsonl`."""
 
     time: datetime
-    role: Role
-    node: str
-    key: str
-    attempt: int
-    model: str
-    method: StructuredOutputMethod
-    parameters: RequestParameters
     messages: list[RecordedMessage]
     outcome: ExchangeOutcome
     reply: RecordedReply | None = None
@@ -96,8 +88,7 @@ class ExchangeRecorder:
     def record(self, request: ExchangeRequest, outcome: ExchangeOutcome, *, reply: Reply | None = None,
                problem: str | None = None, refused: RefusalKind | None = None) -> None:
         record = ExchangeRecord(
-            time=datetime.now(UTC), role=request.role, node=request.node, key=request.key, attempt=request.attempt,
-            model=request.model, method=request.method, parameters=request.parameters,
+            **dict(request.head()), time=datetime.now(UTC),
             messages=[_recorded_message(m) for m in request.messages], outcome=outcome,
             reply=_recorded_reply(reply) if reply else None, problem=problem, refused=refused,
             usage=reply.usage if reply else TokenUsage(role=request.role, node=request.node, model=request.model,
