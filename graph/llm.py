@@ -86,7 +86,6 @@ class ChatAgent(Agent):
     """A role answered by a model through a link (the live endpoint, or a recording)."""
 
     def __init__(self, role: Role, link: Link, run: RunAgents) -> None:
-        self.role = role
         self.link = link
         self.run = run
         self.model = run.context.model_for(role)
