@@ -1,9 +1,13 @@
 """What the nodes ask of an LLM role, and what they get back: `Question`, `Answer`, the `Agent` protocol.
 
 An agent answers a question with a validated pydantic object, or raises `AgentFailed` (the endpoint
-stayed unreachable, or every answer was unusable); the node then records a failed step and the run goes
-on. Answers are journaled in the run directory by question key, so a resumed run replays an answer that
-was already paid for instead of asking again, and KB edits derived from it come out the same.
+stayed unreachable, every answer was unusable, or the token budget is spent: `BudgetExhausted`); the node
+then records a failed step and the run goes on (or, out of budget, ends). Answers are journaled in the run
+directory by question key, so a resumed run replays an answer that was already paid for instead of asking
+again, and KB edits derived from it come out the same.
+
+A schema that is mainly code (`TextAnswer`) can also be answered as plain text in a fixed form, read
+strictly: a form error is shown to the model, which answers again.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, Self, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -54,12 +58,36 @@ class AgentFailed(Exception):
         self.usage = usage
 
 
+class BudgetExhausted(AgentFailed):
+    """No request was made: the run's (or the suite's) token budget is spent."""
+
+
+class AnswerFormatError(ValueError):
+    """A text answer not in the required form; the message says what is wrong, for the model to fix."""
+
+
+@runtime_checkable
+class TextAnswer(Protocol):
+    """A schema whose answers a model writes as plain text rather than JSON (code is better written unescaped)."""
+
+    @classmethod
+    def text_format(cls) -> str:
+        """How to write the answer, for the model."""
+
+    @classmethod
+    def from_text(cls, text: str) -> Self:
+        """The answer read strictly from `text`; `AnswerFormatError` says what is not in the form."""
+
+    def to_text(self) -> str:
+        """The answer written in the form `from_text` reads."""
+
+
 class Agent(Protocol):
     def ask(self, question: Question[T]) -> Answer[T]: ...
 
 
-def no_usage(question: Question[T]) -> TokenUsage:
-    return TokenUsage(role=question.role, node=question.node, input_tokens=0, output_tokens=0)
+def no_usage(question: Question[T], model: str = "") -> TokenUsage:
+    return TokenUsage(role=question.role, node=question.node, input_tokens=0, output_tokens=0, model=model)
 
 
 class _JournalEntry(BaseModel):

@@ -25,12 +25,13 @@ from pydantic import BaseModel
 
 from kernelblaster.graph.checkpoint import DURABILITY, open_checkpointer, thread_config
 from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.cost import ModelPrice, usage_cost
 from kernelblaster.graph.graph import compile_graph
 from kernelblaster.graph.human import HumanQuestion
 from kernelblaster.graph.progress import Progress, ProgressNote
 from kernelblaster.graph.run_files import RunFiles, RunRecord
 from kernelblaster.graph.services import Services
-from kernelblaster.graph.state import KernelRef, OptimizationInput
+from kernelblaster.graph.state import KernelRef, OptimizationInput, TokenUsage
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.kb.paths import resolve_kb_path
 from kernelblaster.nodes.setup import run_id_for
@@ -47,7 +48,8 @@ class PendingQuestion(BaseModel):
 
 
 class RunOutcome(BaseModel):
-    """Where a run stands. `stopped`: it ended before finishing (a crash, a kill, Ctrl-C); resume it."""
+    """Where a run stands. `stopped`: it ended before finishing (a crash, a kill, Ctrl-C); resume it. A finished
+    run that `ended_early` (its token budget spent) says why."""
 
     run_dir: Path
     status: Literal["finished", "waiting_for_answer", "stopped"]
@@ -55,6 +57,7 @@ class RunOutcome(BaseModel):
     best_speedup: float | None
     report: Path | None
     questions: list[PendingQuestion]
+    ended_early: str | None = None
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -82,7 +85,8 @@ class Run:
         files = RunFiles(run_dir.resolve())
         if files.record.exists():
             raise UserFacingError(f"{run_dir} already holds a run: continue it with `kernelblaster resume {run_dir}`")
-        context = context.model_copy(update={"run_dir": str(files.root),
+        replay_from = str(Path(context.replay_from).resolve()) if context.replay_from else None
+        context = context.model_copy(update={"run_dir": str(files.root), "replay_from": replay_from,
                                              "kb_path": str(resolve_kb_path(context.kb_path).resolve())})
         record = RunRecord(run_id=run_id_for(str(files.root)), problem_path=str(problem_path),
                            init_kernel=str(Path(init).resolve()) if init else None, context=context)
@@ -103,7 +107,8 @@ class Run:
         """Start or continue the run (with answers to pending questions, by id) until it finishes or waits."""
         with open_checkpointer(self.files) as checkpointer:
             graph = compile_graph(self.services, checkpointer)
-            tracker = _Tracker.from_state(graph.get_state(thread_config(self.record.run_id)).values)
+            tracker = _Tracker.from_state(graph.get_state(thread_config(self.record.run_id)).values,
+                                          self.record.context.prices)
             stream = graph.stream(self._graph_input(graph, answers), thread_config(self.record.run_id),
                                   context=self.record.context, stream_mode=["updates", "custom"], subgraphs=True,
                                   durability=DURABILITY)
@@ -143,7 +148,7 @@ class Run:
         return RunOutcome(run_dir=self.files.root, status=status,
                           best_source=self.files.best_source if report and best else None,
                           best_speedup=best.speedup if best else None, report=Path(report) if report else None,
-                          questions=questions)
+                          questions=questions, ended_early=snapshot.values.get("ended_early"))
 
     def _drive(self, answers: dict[str, str] | None, on_progress: ProgressCallback | None) -> RunOutcome:
         for progress in self.progress(answers):
@@ -180,19 +185,20 @@ def answer(run_dir: Path | str, text: str, *, question_id: str | None = None, se
 class _Tracker:
     """Follows the stream: the notes nodes write, the best speedup and the tokens in the state updates."""
 
-    def __init__(self, best_speedup: float | None, tokens: int) -> None:
+    def __init__(self, best_speedup: float | None, usage: list[TokenUsage], prices: dict[str, ModelPrice]) -> None:
         self.best_speedup = best_speedup
-        self.tokens = tokens
+        self.usage = list(usage)
+        self.prices = prices
 
     @classmethod
-    def from_state(cls, values: dict[str, Any]) -> _Tracker:
+    def from_state(cls, values: dict[str, Any], prices: dict[str, ModelPrice]) -> _Tracker:
         best: KernelRef | None = values.get("best")
-        return cls(best.speedup if best else None, sum(u.input_tokens + u.output_tokens
-                                                       for u in values.get("token_usage", [])))
+        return cls(best.speedup if best else None, values.get("token_usage", []), prices)
 
     def update(self, namespace: tuple[str, ...], mode: str, data: Any) -> Progress | None:
         if mode == "custom" and isinstance(data, ProgressNote):
-            return Progress(note=data, best_speedup=self.best_speedup, tokens=self.tokens)
+            return Progress(note=data, best_speedup=self.best_speedup, tokens=sum(u.total for u in self.usage),
+                            cost=usage_cost(self.usage, self.prices))
         if mode == "updates":
             for node, update in data.items():
                 # A finished trajectory hands its tokens to the run again; they were counted inside it.
@@ -201,7 +207,7 @@ class _Tracker:
         return None
 
     def _count(self, update: dict[str, Any]) -> None:
-        self.tokens += sum(u.input_tokens + u.output_tokens for u in update.get("token_usage") or [])
+        self.usage += update.get("token_usage") or []
         best: KernelRef | None = update.get("best")
         if best is not None and best.speedup is not None:
             self.best_speedup = max(best.speedup, self.best_speedup or 0.0)

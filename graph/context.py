@@ -7,9 +7,11 @@ fills it from flags. The defaults follow the paper's tuning (search depth about 
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kernelblaster.graph.cost import ModelPrice
 
 Role = Literal[
     "lowering",
@@ -22,8 +24,17 @@ Role = Literal[
 ]
 ROLES: tuple[Role, ...] = get_args(Role)
 Precision = Literal["strict", "tf32", "fp16"]
-Provider = Literal["openai", "human"]
-StructuredOutputMethod = Literal["function_calling", "json_schema", "json_mode"]
+Provider = Literal["openai", "human", "replay"]
+# How a schema-shaped answer is asked for, from the most to the least enforced by the endpoint; `text` asks
+# for the JSON in the prompt alone. A server that refuses one falls back to the next (`graph.endpoint`).
+StructuredOutputMethod = Literal["function_calling", "json_schema", "json_mode", "text"]
+STRUCTURED_OUTPUT_METHODS: tuple[StructuredOutputMethod, ...] = get_args(StructuredOutputMethod)
+# schema: a structured answer (StructuredOutputMethod); text: plain text (code in a fenced block, or JSON
+# written out for roles whose answer has no text form).
+AnswerProtocol = Literal["schema", "text"]
+# Models write worse code when it must be escaped inside a JSON string, so the role writing CUDA answers
+# in text by default; the short analytic roles answer with schemas.
+DEFAULT_PROTOCOLS: dict[Role, AnswerProtocol] = {"lowering": "text"}
 
 
 class RunContext(BaseModel):
@@ -33,15 +44,32 @@ class RunContext(BaseModel):
 
     llm: Provider = Field(
         default="openai",
-        description="openai: any OpenAI-compatible endpoint; human: every prompt pauses for a person's answer",
+        description="openai: any OpenAI-compatible endpoint; human: every prompt pauses for a person's answer; "
+                    "replay: answers come from the llm.jsonl of the run in replay_from",
     )
+    replay_from: str | None = Field(default=None, description="Run directory whose llm.jsonl answers (llm=replay)")
     model: str = Field(default="gpt-4.1", description="Model for every role without its own entry in role_models")
     role_models: dict[Role, str] = Field(default_factory=dict, description="A different model for some roles")
     base_url: str | None = Field(default=None, description="Endpoint URL (default: $OPENAI_BASE_URL, else OpenAI)")
     structured_output: StructuredOutputMethod = Field(
-        default="function_calling", description="How the endpoint is asked for schema-shaped answers"
+        default="function_calling",
+        description="How the endpoint is first asked for schema-shaped answers (a refusal falls back once per run)",
     )
+    role_protocols: dict[Role, AnswerProtocol] = Field(
+        default_factory=dict, description="schema or text answers for some roles (default: text for lowering)"
+    )
+    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature (default: "
+                                      "the server's; reasoning models accept none)")
+    max_output_tokens: int | None = Field(default=None, ge=1, description="Longest answer, reasoning included, "
+                                          "sent as max_completion_tokens (default: the server's limit)")
     llm_retries: int = Field(default=3, ge=0, le=10, description="Retries of transient transport errors per call")
+    llm_max_wait_s: float = Field(default=60.0, gt=0, description="Longest wait before a retry (a longer "
+                                  "Retry-After is cut to this)")
+    max_concurrent_requests: int = Field(default=8, ge=1, le=1024, description="Requests in flight to one "
+                                         "endpoint from this process, across runs, roles and trajectories")
+    token_limit: int | None = Field(default=None, ge=1, description="Tokens (input + output) the run may spend; "
+                                    "the run then ends cleanly, its report saying so")
+    prices: dict[str, ModelPrice] = Field(default_factory=dict, description="USD per million tokens, by model")
     answer_retries: int = Field(
         default=2, ge=0, le=10, description="Retries of an answer that has no code or does not fit its schema"
     )
@@ -73,5 +101,14 @@ class RunContext(BaseModel):
     run_dir: str | None = Field(default=None, description="Run directory (default: runs/<problem>-<time>)")
     seed: int = Field(default=0, ge=0, description="Seed of the optimization sampling")
 
+    @model_validator(mode="after")
+    def _replay_has_a_recording(self) -> Self:
+        if (self.llm == "replay") != (self.replay_from is not None):
+            raise ValueError("replay_from is needed with llm=replay, and only with it")
+        return self
+
     def model_for(self, role: Role) -> str:
         return self.role_models.get(role, self.model)
+
+    def protocol_for(self, role: Role) -> AnswerProtocol:
+        return self.role_protocols.get(role, DEFAULT_PROTOCOLS.get(role, "schema"))

@@ -13,6 +13,9 @@ Each trajectory (a subgraph, one per `Send`, run in parallel) takes up to L step
     lower -> compile --(error, tries left)--> lower;  compile --(out of tries)--> record_step
     compile -> verify --(wrong, tries left)--> lower;  verify --(crash / out of tries)--> record_step
     verify -> evaluate -> record_step --(steps left, not failing)--> extract_state, else END
+
+A run whose token budget is spent ends cleanly: its trajectories stop after their current step, and the
+initial retries and the iteration loop go to `finish`, whose report says why.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def build_trajectory_graph(services: Services) -> CompiledStateGraph:
     graph.add_conditional_edges("compile", after_compile, ["verify", "lower", "record_step"])
     graph.add_conditional_edges("verify", after_verify, ["evaluate", "lower", "record_step"])
     graph.add_edge("evaluate", "record_step")
-    graph.add_conditional_edges("record_step", after_step, ["extract_state", END])
+    graph.add_conditional_edges("record_step", with_services(after_step), ["extract_state", END])
     return graph.compile(name="trajectory")
 
 
@@ -102,18 +105,19 @@ def build_graph(services: Services | None = None) -> StateGraph:
     graph.add_edge(START, "setup")
     graph.add_edge("setup", "write_initial")
     graph.add_edge("write_initial", "check_initial")
-    graph.add_conditional_edges("check_initial", after_initial_check, ["start_iteration", "write_initial", "finish"])
+    graph.add_conditional_edges("check_initial", with_services(after_initial_check),
+                                ["start_iteration", "write_initial", "finish"])
     graph.add_conditional_edges("start_iteration", fan_out_trajectories, ["trajectory"])
     graph.add_edge("trajectory", "policy_evaluation")
     graph.add_edge("policy_evaluation", "perf_gap_analysis")
     graph.add_edge("perf_gap_analysis", "update_kb")
-    graph.add_conditional_edges("update_kb", after_learning, ["start_iteration", "finish"])
+    graph.add_conditional_edges("update_kb", with_services(after_learning), ["start_iteration", "finish"])
     graph.add_edge("finish", END)
     return graph
 
 
 def _binder(services: Services) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Give a node the services it talks to; LangGraph passes it the state and the runtime."""
+    """Give a node (or a route) the services it talks to; LangGraph passes it the state and the runtime."""
     return lambda node: functools.partial(node, services=services)
 
 

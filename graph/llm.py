@@ -1,38 +1,50 @@
 """LLM roles over any OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, Ollama ...) through `ChatOpenAI`.
 
-Transport errors of the transient kinds (connection, timeout, 408/409/429, 5xx) are retried by the
-OpenAI client itself, `llm_retries` times; after that the call fails (`AgentFailed`) and the step with it.
-Errors that retrying cannot fix (a wrong key, an unknown model) stop the run with a one-line error: it can
-be resumed once the configuration is fixed. An answer that does not fit its schema, or fails the
-question's own check, is sent back to the model with the error, `answer_retries` times.
+`ChatAgent` turns a question into an answer: it asks in the role's protocol (code as text for the role
+writing CUDA, structured output for the analytic roles, with the structured-output method the endpoint
+accepts: `graph.quirks`), reads the reply strictly (`graph.answers`), and sends an unusable answer back
+with what is wrong, `answer_retries` times. A reply cut off at the output limit is never read: the model
+is asked again, told the limit. Every exchange is recorded (`graph.recording`), every token charged to the
+run's budget (`graph.budget`); once that is spent, no request is made (`BudgetExhausted`).
+
+Transient transport errors are retried by the link (`graph.endpoint`), `llm_retries` times; after that
+the call fails (`AgentFailed`) and the step with it. Errors that retrying cannot fix (a wrong key, an
+unknown model) stop the run with a one-line error: it can be resumed once the configuration is fixed.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Generic
 
-import openai
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage
 from langchain_openai import ChatOpenAI
 
-from kernelblaster.graph.agents import Agent, AgentFailed, Answer, AnswerJournal, Question, T, no_usage
+from kernelblaster.graph.agents import Agent, AgentFailed, Answer, AnswerJournal, BudgetExhausted, Question, T, no_usage
+from kernelblaster.graph.answers import Reading, correction, cut_off, first_messages, read_reply
+from kernelblaster.graph.budget import TokenBudget
 from kernelblaster.graph.context import Role, RunContext, StructuredOutputMethod
+from kernelblaster.graph.exchange import ExchangeRequest, Link, Reply, RequestFailed, RequestRefused
+from kernelblaster.graph.quirks import EndpointQuirks
+from kernelblaster.graph.recording import LLM_LOG, ExchangeOutcome, ExchangeRecorder
 from kernelblaster.graph.state import TokenUsage
 from kernelblaster.tools.errors import UserFacingError
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
+OPENAI_URL = "https://api.openai.com/v1"
 # Local servers (vLLM, Ollama) accept any key; the client insists on having one.
 PLACEHOLDER_KEY = "no-key-needed"
 
-_TRANSIENT = (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError)
-_CONFIGURATION = (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError)
-
 
 def check_endpoint(context: RunContext) -> None:
-    """Raise a one-line error unless an endpoint is configured (or a human answers)."""
+    """Raise a one-line error unless an endpoint is configured (or a human answers, or a recording does)."""
+    if context.llm == "replay" and context.replay_from is not None:
+        recording = os.path.join(context.replay_from, LLM_LOG)
+        if not os.path.isfile(recording):
+            raise UserFacingError(f"--replay-from {context.replay_from}: no {LLM_LOG} there to replay")
     if context.llm == "openai" and not (os.environ.get(API_KEY_VARIABLE) or _base_url(context)):
         raise UserFacingError(
             f"no LLM endpoint configured: set {API_KEY_VARIABLE} (and {BASE_URL_VARIABLE} for a server other "
@@ -41,86 +53,127 @@ def check_endpoint(context: RunContext) -> None:
 
 
 def chat_model(context: RunContext, role: Role) -> ChatOpenAI:
-    """The chat model of `role` at the configured endpoint."""
+    """The chat model of `role` at the configured endpoint; retries are the link's (`graph.endpoint`)."""
     return ChatOpenAI(
         model=context.model_for(role),
         base_url=_base_url(context),
         api_key=os.environ.get(API_KEY_VARIABLE) or PLACEHOLDER_KEY,
-        max_retries=context.llm_retries,
+        max_retries=0,
         timeout=context.llm_timeout_s,
     )
+
+
+def endpoint_url(context: RunContext) -> str:
+    return _base_url(context) or OPENAI_URL
 
 
 def _base_url(context: RunContext) -> str | None:
     return context.base_url or os.environ.get(BASE_URL_VARIABLE) or None
 
 
-class ChatAgent(Agent):
-    """A role answered by a chat model with structured output, retried with the error on a bad answer."""
+@dataclass(frozen=True)
+class RunAgents:
+    """What the chat agents of one run share."""
 
-    def __init__(self, model: BaseChatModel, *, method: StructuredOutputMethod, answer_retries: int,
-                 journal: AnswerJournal) -> None:
-        self.model = model
-        self.method = method
-        self.answer_retries = answer_retries
-        self.journal = journal
+    context: RunContext
+    quirks: EndpointQuirks
+    recorder: ExchangeRecorder
+    budget: TokenBudget
+    journal: AnswerJournal
+
+
+class ChatAgent(Agent):
+    """A role answered by a model through a link (the live endpoint, or a recording)."""
+
+    def __init__(self, role: Role, link: Link, run: RunAgents) -> None:
+        self.link = link
+        self.run = run
+        self.model = run.context.model_for(role)
+        self.protocol = run.context.protocol_for(role)
 
     def ask(self, question: Question[T]) -> Answer[T]:
-        recalled = self.journal.recall(question)
+        recalled = self.run.journal.recall(question)
         if recalled is not None:
             return recalled
-        answer = self._ask_model(question)
-        self.journal.keep(question, answer)
+        probing = self.run.quirks.probing(self.model) if self.protocol == "schema" else nullcontext()
+        with probing:
+            answer = _Asking(self, question).answer()
+        self.run.journal.keep(question, answer)
         return answer
 
-    def _ask_model(self, question: Question[T]) -> Answer[T]:
-        structured = self.model.with_structured_output(question.schema, include_raw=True, method=self.method)
-        messages: list[BaseMessage] = [SystemMessage(question.system), HumanMessage(question.user)]
-        usage = no_usage(question)
+    def method(self) -> StructuredOutputMethod:
+        return self.run.quirks.method(self.model) if self.protocol == "schema" else "text"
+
+
+class _Asking(Generic[T]):
+    """One question being asked: its conversation so far, the tokens it cost, its tries."""
+
+    def __init__(self, agent: ChatAgent, question: Question[T]) -> None:
+        self.agent = agent
+        self.run = agent.run
+        self.question = question
+        self.method = agent.method()
+        self.messages: list[BaseMessage] = first_messages(question, self.method)
+        self.usage: TokenUsage = no_usage(question, agent.model)
+        self.requests = 0
+
+    def answer(self) -> Answer[T]:
         problem = "no answer"
-        for _ in range(self.answer_retries + 1):
-            reply = self._invoke(structured, messages, question, usage)
-            usage = _add_usage(usage, reply["raw"])
-            value = reply["parsed"]
-            problem = _parse_problem(reply) if value is None else question.problem_with(value)
-            if problem is None:
-                return Answer(value=value, usage=usage)
-            messages += _correction(reply["raw"], problem)
-        raise AgentFailed(f"{question.role}: no usable answer after {self.answer_retries + 1} tries ({problem})",
-                          usage)
+        for _ in range(self.run.context.answer_retries + 1):
+            request, reply = self._exchange()
+            reading, follow_up = self._read(request, reply)
+            if reading.value is not None and reading.problem is None:
+                return Answer(value=reading.value, usage=self.usage)
+            problem = reading.problem or problem
+            self.messages = self.messages + follow_up
+        raise AgentFailed(f"{self.question.role}: no usable answer after {self.run.context.answer_retries + 1} "
+                          f"tries ({problem})", self.usage)
 
-    @staticmethod
-    def _invoke(structured: Any, messages: list[BaseMessage], question: Question[T],
-                usage: TokenUsage) -> dict[str, Any]:
-        try:
-            return structured.invoke(messages)
-        except _CONFIGURATION as error:
-            raise UserFacingError(f"the LLM endpoint refused the {question.role} request: {_one_line(error)}") from None
-        except (*_TRANSIENT, openai.BadRequestError) as error:
-            raise AgentFailed(f"{question.role}: the LLM request failed: {_one_line(error)}", usage) from error
+    def _exchange(self) -> tuple[ExchangeRequest, Reply]:
+        """The next request and its reply, adapting to what the server refuses (a bounded loop: each refusal
+        changes the quirks, or fails the question)."""
+        while True:
+            request = self._request()
+            try:
+                reply = self.agent.link.send(request)
+            except RequestRefused as refused:
+                self.run.recorder.record(request, "refused", problem=refused.detail, refused=refused.kind)
+                if not self.run.quirks.adapt(self.agent.model, refused):
+                    raise AgentFailed(f"{self.question.role}: the endpoint refused the request ({refused.detail})",
+                                      self.usage) from refused
+                if refused.kind == "method":
+                    self.method = self.agent.method()
+                    self.messages = first_messages(self.question, self.method)
+                continue
+            except RequestFailed as failed:
+                self.run.recorder.record(request, "failed", problem=str(failed))
+                raise AgentFailed(f"{self.question.role}: the LLM request failed: {failed}", self.usage) from failed
+            self.usage = self.usage.plus(reply.usage)
+            self.run.budget.charge(reply.usage.total)
+            if self.agent.protocol == "schema":
+                self.run.quirks.confirm(self.agent.model, request.method)
+            return request, reply
 
+    def _request(self) -> ExchangeRequest:
+        exhausted = self.run.budget.exhausted()
+        if exhausted is not None:
+            raise BudgetExhausted(f"{self.question.role}: no request made: {exhausted}", self.usage)
+        request = ExchangeRequest(role=self.question.role, node=self.question.node, key=self.question.key,
+                                  attempt=self.requests, model=self.agent.model, method=self.method,
+                                  answer_schema=self.question.schema, messages=self.messages,
+                                  parameters=self.run.quirks.parameters(self.agent.model))
+        self.requests += 1
+        return request
 
-def _parse_problem(reply: dict[str, Any]) -> str:
-    error = reply.get("parsing_error")
-    if error is not None:
-        return f"the answer does not fit the schema: {_one_line(error)}"
-    return "the answer contained no structured output; answer with the requested schema"
-
-
-def _correction(raw: AIMessage, problem: str) -> list[BaseMessage]:
-    """The reply and the error, in the form the endpoint accepts after that reply."""
-    text = f"That answer cannot be used: {problem}. Answer again, in full."
-    # After a tool call, OpenAI's API requires a tool message answering it before anything else.
-    tool_replies = [ToolMessage(content=text, tool_call_id=call["id"]) for call in raw.tool_calls if call.get("id")]
-    return [raw, *tool_replies] if tool_replies else [raw, HumanMessage(text)]
-
-
-def _add_usage(usage: TokenUsage, raw: AIMessage) -> TokenUsage:
-    metadata = raw.usage_metadata or {"input_tokens": 0, "output_tokens": 0}
-    return usage.model_copy(update={"input_tokens": usage.input_tokens + metadata["input_tokens"],
-                                    "output_tokens": usage.output_tokens + metadata["output_tokens"]})
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
+    def _read(self, request: ExchangeRequest, reply: Reply) -> tuple[Reading[T], list[BaseMessage]]:
+        """The answer in `reply`, or what is wrong with it and the messages that say so to the model."""
+        if reply.cut_off:
+            limit = request.parameters.max_output_tokens or reply.usage.output_tokens
+            follow_up, problem = cut_off(limit)
+            self.run.recorder.record(request, "cut_off", reply=reply, problem=problem)
+            return Reading(None, problem), follow_up
+        reading = read_reply(self.question, self.method, reply.message)
+        outcome: ExchangeOutcome = "answer" if reading.problem is None else "unusable"
+        self.run.recorder.record(request, outcome, reply=reply, problem=reading.problem)
+        follow_up = correction(reply.message, self.method, reading.problem) if reading.problem else []
+        return reading, follow_up

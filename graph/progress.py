@@ -1,7 +1,8 @@
 """Live progress: the notes nodes write to LangGraph's custom stream, and their one-line rendering.
 
 A note says where the run is (iteration, trajectory, step) and what a node just did; the display adds
-the best speedup so far and the tokens used, which the API tracks from the state updates.
+the best speedup so far, the tokens used and (with prices) their cost, which the API tracks from the state
+updates.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import TextIO
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
+from kernelblaster.graph.cost import Cost
 from kernelblaster.graph.state import TrajectoryState
 
 
@@ -37,15 +39,17 @@ def write_note(runtime: Runtime, note: ProgressNote) -> None:
 
 
 class Progress(BaseModel):
-    """One step of progress: what a node did, the best speedup so far and the tokens used."""
+    """One step of progress: what a node did, the best speedup so far, the tokens used and their cost (None
+    without prices)."""
 
     note: ProgressNote
     best_speedup: float | None
     tokens: int
+    cost: Cost | None = None
 
 
 class ProgressDisplay:
-    """Prints one line per note: where, what, the best speedup so far and the tokens used."""
+    """Prints one line per note: where, what, the best speedup so far, the tokens used and their cost."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
@@ -53,8 +57,9 @@ class ProgressDisplay:
     def show(self, progress: Progress) -> None:
         note = progress.note
         best = f"best {progress.best_speedup:.2f}x" if progress.best_speedup is not None else "best -"
+        cost = f", {progress.cost.display()}" if progress.cost is not None else ""
         line = f"[{note.where():<22}] {note.node:<20} {note.text}"
-        print(f"{line}  ({best}, {progress.tokens / 1000:.1f}k tokens)", file=self.out, flush=True)
+        print(f"{line}  ({best}, {progress.tokens / 1000:.1f}k tokens{cost})", file=self.out, flush=True)
 
 
 def trajectory_note(node: str, state: TrajectoryState, text: str) -> ProgressNote:

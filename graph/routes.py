@@ -1,7 +1,9 @@
 """The graph's branch decisions: each returns the next node (or nodes) from the state and the run context.
 
 The nodes decide what happened (a step's `ending`, its `feedback`); these functions only read it, so each
-branch is one small rule. Every possible target is declared where the edge is added (`graph.graph`).
+branch is one small rule. Every possible target is declared where the edge is added (`graph.graph`). One
+fact lives outside the state: whether the run's token budget is spent (`RunResources.stop_reason`); then
+the trajectory, the iteration loop and the initial retries end, and the run goes to `finish`.
 """
 
 from __future__ import annotations
@@ -13,11 +15,18 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import OptimizationState, TrajectoryState
 
 
-def after_initial_check(state: OptimizationState,
-                        runtime: Runtime[RunContext]) -> Literal["start_iteration", "write_initial", "finish"]:
+def out_of_budget(services: Services, runtime: Runtime[RunContext], state: OptimizationState | TrajectoryState) -> bool:
+    return services.for_run(runtime.context, state.problem_path, state.run_dir).stop_reason() is not None
+
+
+def after_initial_check(state: OptimizationState, runtime: Runtime[RunContext], *,
+                        services: Services) -> Literal["start_iteration", "write_initial", "finish"]:
+    if out_of_budget(services, runtime, state):
+        return "finish"
     if state.initial is not None:
         return "start_iteration"
     if state.initial_attempts <= runtime.context.initial_retries:
@@ -36,7 +45,10 @@ def fan_out_trajectories(state: OptimizationState, runtime: Runtime[RunContext])
     ]
 
 
-def after_learning(state: OptimizationState, runtime: Runtime[RunContext]) -> Literal["start_iteration", "finish"]:
+def after_learning(state: OptimizationState, runtime: Runtime[RunContext], *,
+                   services: Services) -> Literal["start_iteration", "finish"]:
+    if out_of_budget(services, runtime, state):
+        return "finish"
     return "start_iteration" if state.iteration + 1 < runtime.context.iterations else "finish"
 
 
@@ -61,8 +73,9 @@ def after_verify(state: TrajectoryState) -> Literal["evaluate", "lower", "record
     return "lower" if state.feedback is not None else "evaluate"
 
 
-def after_step(state: TrajectoryState, runtime: Runtime[RunContext]) -> Literal["extract_state", "__end__"]:
-    """Go on until the trajectory is L steps deep, or stop early when it keeps failing."""
+def after_step(state: TrajectoryState, runtime: Runtime[RunContext], *,
+               services: Services) -> Literal["extract_state", "__end__"]:
+    """Go on until the trajectory is L steps deep, or stop early when it keeps failing or the budget is spent."""
     if state.step >= runtime.context.depth or state.failed_steps >= runtime.context.max_failed_steps:
         return END
-    return "extract_state"
+    return END if out_of_budget(services, runtime, state) else "extract_state"

@@ -1,7 +1,8 @@
 """`kernelblaster optimize`, `resume` and `answer`: the command line over `graph.api`.
 
 Progress is printed as the run goes; at the end the run directory holds `best.cu` and `report.md`. A run
-with `--llm human` stops at each prompt, writes it to `RUN_DIR/question.md`, and goes on when answered.
+with `--llm human` stops at each prompt, writes it to `RUN_DIR/question.md`, and goes on when answered;
+one with `--llm replay --replay-from RUN_DIR` is answered from that run's recorded `llm.jsonl`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from kernelblaster.graph import api
-from kernelblaster.graph.context import ROLES, RunContext
+from kernelblaster.graph.context import ROLES, STRUCTURED_OUTPUT_METHODS, RunContext
+from kernelblaster.graph.cost import ModelPrice, load_prices, parse_price
 from kernelblaster.graph.progress import ProgressDisplay
 from kernelblaster.graph.run_files import RunFiles, write_text_atomically
 from kernelblaster.tools.errors import UserFacingError
@@ -24,8 +26,12 @@ from kernelblaster.tools.errors import UserFacingError
 CONTEXT_FLAGS = {
     "iterations": "iterations", "trajectories": "trajectories", "depth": "depth", "top_k": "top_k",
     "model": "model", "base_url": "base_url", "llm": "llm", "kb": "kb_path", "run_dir": "run_dir",
-    "gpus": "gpus", "precision": "precision", "allow": "allow", "seed": "seed",
+    "gpus": "gpus", "precision": "precision", "allow": "allow", "seed": "seed", "replay_from": "replay_from",
+    "structured_output": "structured_output", "temperature": "temperature", "max_output_tokens": "max_output_tokens",
+    "llm_timeout": "llm_timeout_s", "max_concurrent_requests": "max_concurrent_requests",
+    "token_limit": "token_limit",
 }
+PROTOCOLS = ("schema", "text")
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -35,6 +41,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     optimize.add_argument("--init", metavar="FILE", help="start from this CUDA file instead of one the LLM writes")
     _add_search_flags(optimize)
     _add_agent_flags(optimize)
+    _add_endpoint_flags(optimize)
     optimize.add_argument("--kb", metavar="PATH", help="knowledge base file (default: $KERNELBLASTER_KB, ...)")
     optimize.add_argument("--run-dir", metavar="DIR", help="run directory (default: runs/<problem>-<time>)")
     optimize.add_argument("--gpus", type=_gpu_list, metavar="0,1", help="CUDA devices sharing the GPU work")
@@ -62,11 +69,36 @@ def _add_search_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--llm", choices=("openai", "human"), help="who answers the prompts (openai)")
+    parser.add_argument("--llm", choices=("openai", "human", "replay"),
+                        help="who answers the prompts: an endpoint (openai, the default), you (human), or a "
+                             "recorded run (replay, with --replay-from)")
+    parser.add_argument("--replay-from", metavar="RUN_DIR", help="--llm replay: the run whose llm.jsonl answers")
     parser.add_argument("--model", metavar="M", help="model of every role (default gpt-4.1)")
     parser.add_argument("--role-model", action="append", default=[], metavar="ROLE=MODEL",
                         help=f"a different model for one role ({', '.join(ROLES)}); repeatable")
+    parser.add_argument("--role-protocol", action="append", default=[], metavar="ROLE=schema|text",
+                        help="answer as structured output (schema) or as plain text (text: code in a fenced "
+                             "block; the default for lowering); repeatable")
+
+
+def _add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
+    parser.add_argument("--structured-output", choices=STRUCTURED_OUTPUT_METHODS,
+                        help="how schema answers are first asked for (function_calling); a server that refuses "
+                             "it falls back to the next, once per run")
+    parser.add_argument("--temperature", type=float, metavar="T", help="sampling temperature (default: the "
+                        "server's; leave it out for reasoning models)")
+    parser.add_argument("--max-output-tokens", type=int, metavar="N",
+                        help="longest answer, reasoning included (sent as max_completion_tokens)")
+    parser.add_argument("--llm-timeout", type=float, metavar="S", help="seconds one LLM request may take (600)")
+    parser.add_argument("--max-concurrent-requests", type=int, metavar="N",
+                        help="requests in flight to the endpoint from this process (8)")
+    parser.add_argument("--token-limit", type=int, metavar="TOKENS",
+                        help="tokens the run may spend; it then ends cleanly, the report saying so")
+    parser.add_argument("--price", action="append", default=[], metavar="MODEL=IN,OUT[,CACHED]",
+                        help="US dollars per million input, output (and cached input) tokens; repeatable")
+    parser.add_argument("--prices", type=Path, metavar="FILE.toml", help="prices of several models ([prices.\"M\"] "
+                        "tables with input, output, cached_input); --price overrides")
 
 
 def run_optimize(args: argparse.Namespace) -> int:
@@ -91,10 +123,19 @@ def run_answer(args: argparse.Namespace) -> int:
 
 def context_from_flags(args: argparse.Namespace) -> RunContext:
     """The run context the flags ask for; every flag left out keeps RunContext's default."""
+    if (args.llm == "replay") != (args.replay_from is not None):
+        raise UserFacingError("--llm replay and --replay-from RUN_DIR go together (RUN_DIR: the run whose "
+                              "llm.jsonl answers)")
     settings: dict[str, Any] = {field: getattr(args, flag) for flag, field in CONTEXT_FLAGS.items()
                                 if getattr(args, flag) is not None}
     if args.role_model:
-        settings["role_models"] = dict(_role_model(text) for text in args.role_model)
+        settings["role_models"] = dict(_role_setting("--role-model", text, "MODEL") for text in args.role_model)
+    if args.role_protocol:
+        settings["role_protocols"] = dict(_role_setting("--role-protocol", text, "schema|text", PROTOCOLS)
+                                          for text in args.role_protocol)
+    prices = _prices(args)
+    if prices:
+        settings["prices"] = prices
     try:
         return RunContext(**settings)
     except ValidationError as error:
@@ -103,11 +144,16 @@ def context_from_flags(args: argparse.Namespace) -> RunContext:
         raise UserFacingError(f"--{flag.replace('_', '-')}: {first['msg']}") from None
 
 
-def _role_model(text: str) -> tuple[str, str]:
-    role, _, model = text.partition("=")
-    if role not in ROLES or not model:
-        raise UserFacingError(f"--role-model {text}: expected ROLE=MODEL with ROLE one of {', '.join(ROLES)}")
-    return role, model
+def _role_setting(flag: str, text: str, what: str, allowed: tuple[str, ...] | None = None) -> tuple[str, str]:
+    role, _, value = text.partition("=")
+    if role not in ROLES or not value or (allowed is not None and value not in allowed):
+        raise UserFacingError(f"{flag} {text}: expected ROLE={what} with ROLE one of {', '.join(ROLES)}")
+    return role, value
+
+
+def _prices(args: argparse.Namespace) -> dict[str, ModelPrice]:
+    from_file = load_prices(args.prices) if args.prices else {}
+    return from_file | dict(parse_price(text) for text in args.price)
 
 
 def _advance(run: api.Run, drive: Callable[[ProgressDisplay], api.RunOutcome]) -> int:
@@ -128,6 +174,8 @@ def _report(outcome: api.RunOutcome) -> int:
     if outcome.status == "stopped":
         print(f"the run stopped before finishing; continue with `kernelblaster resume {outcome.run_dir}`")
         return 1
+    if outcome.ended_early:
+        print(f"the run ended early: {outcome.ended_early}")
     if outcome.best_source is None:
         print(f"no correct CUDA kernel was found; see {outcome.report}")
         return 1

@@ -101,6 +101,16 @@ class RunFiles:
         return f"learning/iteration-{iteration:03d}/{stage}.json"
 
     @property
+    def llm_log(self) -> Path:
+        """Every exchange with a model (`graph.recording`)."""
+        return self.root / "llm.jsonl"
+
+    @property
+    def endpoint(self) -> Path:
+        """What the run learned about its endpoint (`graph.quirks`)."""
+        return self.root / "endpoint.json"
+
+    @property
     def answers(self) -> Path:
         """The journal of agent answers (`graph.agents.AnswerJournal`)."""
         return self.root / "answers"

@@ -3,6 +3,7 @@ objects the nodes share in one process (`RunResources`).
 
 `Services` is what a caller may replace: tests and the scripted end-to-end run pass their own chat models
 (and, on CPU, an evaluator that replays recorded results); everyone else gets `ChatOpenAI` and the harness.
+A suite runner passes the `TokenBudget` its runs share.
 """
 
 from __future__ import annotations
@@ -16,10 +17,15 @@ from typing import Protocol
 from langchain_core.language_models import BaseChatModel
 
 from kernelblaster.graph.agents import Agent, AnswerJournal
+from kernelblaster.graph.budget import TokenBudget, gate_for
 from kernelblaster.graph.context import Role, RunContext
+from kernelblaster.graph.endpoint import EndpointLink, RetryPolicy
+from kernelblaster.graph.exchange import Link
 from kernelblaster.graph.gpu_pool import GpuPool
 from kernelblaster.graph.human import HumanAgent
-from kernelblaster.graph.llm import ChatAgent, chat_model, check_endpoint
+from kernelblaster.graph.llm import ChatAgent, RunAgents, chat_model, check_endpoint, endpoint_url
+from kernelblaster.graph.quirks import EndpointQuirks
+from kernelblaster.graph.recording import ExchangeRecorder, ReplayLink, recorded_tokens
 from kernelblaster.graph.run_files import RunFiles, source_sha256
 from kernelblaster.harness.evaluate import EvalOptions
 from kernelblaster.harness.problem import Problem, load_problem
@@ -91,11 +97,17 @@ class RunResources:
     """What the nodes of one run share in this process: agents, the GPU pool of evaluators, builds, the KB."""
 
     def __init__(self, context: RunContext, problem: Problem, files: RunFiles, chat_models: ChatModels,
-                 evaluators: EvaluatorFactory) -> None:
+                 evaluators: EvaluatorFactory, suite_budget: TokenBudget | None = None) -> None:
         self.context = context
         self.problem = problem
         self.files = files
         self._chat_models = chat_models
+        self.agents = RunAgents(
+            context=context, quirks=EndpointQuirks(files.endpoint, endpoint_url(context), context),
+            recorder=ExchangeRecorder(files.llm_log, replayed_from=context.replay_from),
+            budget=TokenBudget(context.token_limit, spent=recorded_tokens(files.llm_log), parent=suite_budget),
+            journal=AnswerJournal(files.answers))
+        self._replay = ReplayLink(Path(context.replay_from)) if context.replay_from is not None else None
         self.pool: GpuPool[Evaluator] = GpuPool(
             context.gpus, lambda gpu: evaluators(problem, eval_options(context, gpu)))
         self._builds: dict[str, BuiltCandidate] = {}
@@ -107,8 +119,20 @@ class RunResources:
     def agent(self, role: Role) -> Agent:
         if self.context.llm == "human":
             return HumanAgent(self.context.answer_retries)
-        return ChatAgent(self._chat_models.for_role(self.context, role), method=self.context.structured_output,
-                         answer_retries=self.context.answer_retries, journal=AnswerJournal(self.files.answers))
+        return ChatAgent(role, self._link(role), self.agents)
+
+    def stop_reason(self) -> str | None:
+        """Why the run must end now rather than ask more (its token budget is spent), or None."""
+        return self.agents.budget.exhausted()
+
+    def _link(self, role: Role) -> Link:
+        context = self.context
+        if self._replay is not None:
+            return self._replay
+        endpoint = endpoint_url(context)
+        gate = gate_for(endpoint, context.max_concurrent_requests)
+        return EndpointLink(self._chat_models.for_role(context, role), gate,
+                            RetryPolicy(retries=context.llm_retries, max_wait_s=context.llm_max_wait_s), endpoint)
 
     @property
     def header(self) -> str:
@@ -132,9 +156,11 @@ class RunResources:
 class Services:
     """Chat models and evaluators for the graph, and the `RunResources` of each run it executes."""
 
-    def __init__(self, chat_models: ChatModels | None = None, evaluators: EvaluatorFactory | None = None) -> None:
+    def __init__(self, chat_models: ChatModels | None = None, evaluators: EvaluatorFactory | None = None,
+                 token_budget: TokenBudget | None = None) -> None:
         self.chat_models = chat_models or OpenAIChatModels()
         self.evaluators = evaluators or harness_evaluator
+        self.token_budget = token_budget
         self._runs: dict[Path, RunResources] = {}
         self._lock = threading.Lock()
 
@@ -146,5 +172,5 @@ class Services:
         with self._lock:
             if root not in self._runs:
                 self._runs[root] = RunResources(context, load_problem(problem_path), RunFiles(root),
-                                                self.chat_models, self.evaluators)
+                                                self.chat_models, self.evaluators, self.token_budget)
             return self._runs[root]

@@ -1,10 +1,12 @@
-"""`finish`: write `best.cu` and the report (`report.json`, `report.md`) into the run directory."""
+"""`finish`: write `best.cu` and the report (`report.json`, `report.md`) into the run directory; a run that
+ended early (its token budget spent) says why there."""
 
 from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.cost import usage_cost
 from kernelblaster.graph.progress import ProgressNote, write_note
 from kernelblaster.graph.run_files import RunFiles, write_text_atomically
 from kernelblaster.graph.services import Services
@@ -16,24 +18,28 @@ NODE = "finish"
 
 
 def finish(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
-    files = services.for_run(runtime.context, state.problem_path, state.run_dir).files
-    report = build_report(state, files)
+    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+    files = resources.files
+    report = build_report(state, files, runtime.context, resources.stop_reason())
     if state.best is not None:
         write_text_atomically(files.best_source, files.read(state.best.source))
     write_text_atomically(files.report_json, report.model_dump_json(indent=1))
     write_text_atomically(files.report_markdown, render_markdown(report))
-    write_note(runtime, ProgressNote(node=NODE, text=f"{report.status}; report in {files.report_markdown}"))
-    return {"report": str(files.report_markdown)}
+    ended = f" (ended early: {report.ended_early})" if report.ended_early else ""
+    write_note(runtime, ProgressNote(node=NODE, text=f"{report.status}{ended}; report in {files.report_markdown}"))
+    return {"report": str(files.report_markdown), "ended_early": report.ended_early}
 
 
-def build_report(state: OptimizationState, files: RunFiles) -> RunReport:
+def build_report(state: OptimizationState, files: RunFiles, context: RunContext,
+                 ended_early: str | None) -> RunReport:
     return RunReport(
         problem=state.problem_path, run_id=state.run_id,
         status="optimized" if state.best is not None else "no_valid_kernel",
         baseline=state.baseline, initial=state.initial, best=state.best,
         speedups=_speedups(state, files), steps=state.steps,
         suspicious=[step for step in state.steps if step.outcome == "suspicious"],
-        learning=state.learning, tokens=token_totals(state.token_usage),
+        learning=state.learning, tokens=token_totals(state.token_usage, context.prices),
+        cost=usage_cost(state.token_usage, context.prices), ended_early=ended_early,
     )
 
 

@@ -4,12 +4,14 @@ it, turning a failed build or check into feedback for the next try, and the LLM 
 
 from __future__ import annotations
 
+import functools
 import re
+from importlib import resources
 from typing import Self
 
 from pydantic import BaseModel, Field
 
-from kernelblaster.graph.agents import AgentFailed
+from kernelblaster.graph.agents import AgentFailed, AnswerFormatError
 from kernelblaster.graph.run_files import RunFiles
 from kernelblaster.graph.services import BuiltCandidate, RunResources
 from kernelblaster.graph.state import Candidate, Feedback, KernelRef, TokenUsage
@@ -19,7 +21,14 @@ from kernelblaster.tools.errors import UserFacingError
 
 COMPILE_LOG_CHARS = 4000
 _FENCED = re.compile(r"```[a-zA-Z+]*\n(.*?)```", re.DOTALL)
-_TECHNIQUE_LINE = re.compile(r"^\s*//\s*technique:\s*([a-z0-9_.-]+)", re.IGNORECASE)
+_TECHNIQUE_COMMENT = re.compile(r"^\s*//\s*technique:\s*([a-z0-9_.-]+)", re.IGNORECASE)
+# `technique: NAME`, also as models decorate it (**technique:** `NAME`).
+_TECHNIQUE_LINE = re.compile(r"^[\s*`_]*technique[\s*`_]*:[\s*`_]*([A-Za-z0-9][A-Za-z0-9_.-]*?)[\s*`_.]*$",
+                             re.IGNORECASE)
+_FENCE = "```"
+# Tags of a C++ block: models often write cpp for CUDA; the block is still unambiguous.
+_CODE_TAGS = frozenset({"cuda", "cu", "cpp", "c++"})
+NO_TECHNIQUE = "none"
 
 
 class CudaAnswer(BaseModel):
@@ -30,13 +39,60 @@ class CudaAnswer(BaseModel):
     cuda_source: str = Field(description="The complete .cu file: includes kb_problem.h and defines kb_forward")
 
     @classmethod
+    def text_format(cls) -> str:
+        return _answer_form()
+
+    @classmethod
+    def from_text(cls, text: str) -> Self:
+        """A model's answer in the form of `text_format`: one `technique:` line, one fenced code block holding
+        the whole file, the rest being the explanation. Anything ambiguous is an `AnswerFormatError`."""
+        outside, code = _split_code_block(text)
+        techniques = [found.group(1) for line in outside if (found := _TECHNIQUE_LINE.match(line))]
+        if len(techniques) != 1:
+            raise AnswerFormatError("there must be exactly one `technique: NAME` line outside the code block, "
+                                    f"found {len(techniques)}")
+        explanation = "\n".join(line for line in outside if not _TECHNIQUE_LINE.match(line)).strip()
+        technique = techniques[0].lower()
+        return cls(technique=None if technique == NO_TECHNIQUE else technique, explanation=explanation,
+                   cuda_source=code)
+
+    def to_text(self) -> str:
+        source = self.cuda_source if self.cuda_source.endswith("\n") else self.cuda_source + "\n"
+        return f"technique: {self.technique or NO_TECHNIQUE}\n{self.explanation}\n\n```cuda\n{source}```\n"
+
+    @classmethod
     def from_plain_text(cls, text: str) -> Self:
         """A hand-written answer: the code (fenced or not), its technique named in a `// technique:` line."""
         fenced = _FENCED.search(text)
         source = fenced.group(1) if fenced else text
-        named = _TECHNIQUE_LINE.match(source)
+        named = _TECHNIQUE_COMMENT.match(source)
         return cls(technique=named.group(1).lower() if named else None, explanation="written by hand",
                    cuda_source=source)
+
+
+@functools.cache
+def _answer_form() -> str:
+    return resources.files("kernelblaster.nodes").joinpath("prompts/answer_cuda.txt").read_text().strip()
+
+
+def _split_code_block(text: str) -> tuple[list[str], str]:
+    """The lines outside the one fenced code block, and the code inside it."""
+    lines = text.splitlines()
+    fences = [number for number, line in enumerate(lines) if line.strip().startswith(_FENCE)]
+    if not fences:
+        raise AnswerFormatError("there is no ```cuda code block: put the whole .cu file in one block opened "
+                                "with ```cuda and closed with ```")
+    if len(fences) == 1:
+        raise AnswerFormatError("the ```cuda code block is not closed with ```")
+    if len(fences) > 2:
+        raise AnswerFormatError(f"there are {(len(fences) + 1) // 2} code blocks; give exactly one, holding the "
+                                "whole .cu file")
+    opening, closing = fences
+    tag = lines[opening].strip().removeprefix(_FENCE).strip().lower()
+    if tag not in _CODE_TAGS or lines[closing].strip() != _FENCE:
+        raise AnswerFormatError(f"the code block must be opened with ```cuda (not {lines[opening].strip()!r}) "
+                                "and closed with ``` alone on its line")
+    return lines[:opening] + lines[closing + 1:], "\n".join(lines[opening + 1:closing]) + "\n"
 
 
 def check_cuda(answer: CudaAnswer) -> str | None:

@@ -1,23 +1,31 @@
 """The run report: speedups of the best kernel (against PyTorch eager, torch.compile and the initial CUDA),
-the trajectory of states and optimizations, suspicious results, learning and tokens; as JSON and Markdown.
+the trajectory of states and optimizations, suspicious results, learning, tokens and their cost, and why
+the run ended early if it did; as JSON and Markdown.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel
 
+from kernelblaster.graph.cost import Cost, ModelPrice, usage_cost
 from kernelblaster.graph.state import BaselineSummary, KernelRef, LearningNote, StepRecord, TokenUsage
 
 
 class TokenTotal(BaseModel):
+    """Tokens of one role at one node; `cost_usd` is None without prices (or without one for its model)."""
+
     role: str
     node: str
     calls: int
     input_tokens: int
     output_tokens: int
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = None
 
 
 class Speedups(BaseModel):
@@ -39,36 +47,57 @@ class RunReport(BaseModel):
     suspicious: list[StepRecord]
     learning: list[LearningNote]
     tokens: list[TokenTotal]
+    cost: Cost | None = None
+    ended_early: str | None = None
 
     @property
     def total_tokens(self) -> int:
         return sum(total.input_tokens + total.output_tokens for total in self.tokens)
 
 
-def token_totals(usage: list[TokenUsage]) -> list[TokenTotal]:
-    """Calls and tokens per (role, node), in the order roles were first used."""
-    totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+def token_totals(usage: list[TokenUsage], prices: Mapping[str, ModelPrice]) -> list[TokenTotal]:
+    """Calls, tokens and cost per (role, node), in the order roles were first used."""
+    groups: dict[tuple[str, str], list[TokenUsage]] = defaultdict(list)
     for entry in usage:
-        total = totals[(entry.role, entry.node)]
-        total[0] += 1
-        total[1] += entry.input_tokens
-        total[2] += entry.output_tokens
-    return [TokenTotal(role=role, node=node, calls=calls, input_tokens=inputs, output_tokens=outputs)
-            for (role, node), (calls, inputs, outputs) in totals.items()]
+        groups[(entry.role, entry.node)].append(entry)
+    return [_total(role, node, entries, prices) for (role, node), entries in groups.items()]
+
+
+def _total(role: str, node: str, entries: list[TokenUsage], prices: Mapping[str, ModelPrice]) -> TokenTotal:
+    cost = usage_cost(entries, prices)
+    return TokenTotal(role=role, node=node, calls=len(entries),
+                      input_tokens=sum(e.input_tokens for e in entries),
+                      output_tokens=sum(e.output_tokens for e in entries),
+                      cached_input_tokens=sum(e.cached_input_tokens for e in entries),
+                      reasoning_tokens=sum(e.reasoning_tokens for e in entries),
+                      cost_usd=cost.usd if cost is not None and not cost.unpriced_models else None)
 
 
 def render_markdown(report: RunReport) -> str:
     lines = [f"# KernelBlaster run {report.run_id}", "", f"Problem: `{report.problem}`", ""]
+    if report.ended_early:
+        lines += [f"**The run ended early:** {report.ended_early}.", ""]
     lines += [*_headline(report), "", *_steps_table(report.steps)]
     if report.suspicious:
         lines += ["", "## Suspicious results (faster than the roofline floor; never rewarded)", ""]
         lines += [f"- {s.after.label if s.after else '?'}: {s.technique}: {s.detail}" for s in report.suspicious]
     lines += ["", "## Learning", ""] + [f"- iteration {n.iteration + 1}, {n.stage}: {n.summary}"
                                         for n in report.learning]
-    lines += ["", f"## Tokens ({report.total_tokens} in all)", "", "| role | node | calls | input | output |",
-              "|---|---|---|---|---|"]
-    lines += [f"| {t.role} | {t.node} | {t.calls} | {t.input_tokens} | {t.output_tokens} |" for t in report.tokens]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", *_tokens_table(report)]) + "\n"
+
+
+def _tokens_table(report: RunReport) -> list[str]:
+    cost = f", costing {report.cost.display()}" if report.cost is not None else "; no prices given"
+    lines = [f"## Tokens ({report.total_tokens} in all{cost})", "",
+             "| role | node | calls | input | cached input | output | reasoning | cost |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {t.role} | {t.node} | {t.calls} | {t.input_tokens} | {t.cached_input_tokens} | {t.output_tokens} | "
+              f"{t.reasoning_tokens} | {_dollars(t.cost_usd)} |" for t in report.tokens]
+    return lines
+
+
+def _dollars(value: float | None) -> str:
+    return f"${value:.4f}" if value is not None else "-"
 
 
 def _headline(report: RunReport) -> list[str]:

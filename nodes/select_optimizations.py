@@ -2,9 +2,10 @@
 
 Sampling is weighted by expected gain, not an argmax (`kb.selection`), under a seed derived from the
 run's seed and the step's place, so each trajectory explores differently and a resumed step draws the
-same. Only techniques valid under the run's precision policy are drawn. Techniques already tried on this
-very kernel, and the one that produced it, are left out; that one also conditions the draw (phase
-ordering: what tends to work right after it).
+same; a replay (`--llm replay`) draws as the recorded run drew, so its prompts are the recorded ones.
+Only techniques valid under the run's precision policy are drawn. Techniques already tried on this very
+kernel, and the one that produced it, are left out; that one also conditions the draw (phase ordering:
+what tends to work right after it).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import TrajectoryState
+from kernelblaster.nodes.setup import run_id_for
 
 NODE = "select_optimizations"
 
@@ -30,7 +32,7 @@ def select_optimizations(state: TrajectoryState, runtime: Runtime[RunContext], *
     with resources.knowledge_base() as kb:
         kb_state = kb.document.resolve_state(state.matched.state_id)
         choices = [] if kb_state is None else kb.select_optimizations(
-            kb_state, runtime.context.top_k, rng_seed=step_seed(runtime.context.seed, state),
+            kb_state, runtime.context.top_k, rng_seed=step_seed(runtime.context, state),
             precision=runtime.context.precision,
             previous_technique=state.current.technique,
             exclude=[*state.tried, *([state.current.technique] if state.current.technique else [])],
@@ -40,7 +42,8 @@ def select_optimizations(state: TrajectoryState, runtime: Runtime[RunContext], *
     return {"choices": choices}
 
 
-def step_seed(seed: int, state: TrajectoryState) -> int:
+def step_seed(context: RunContext, state: TrajectoryState) -> int:
     """A seed for this step's draw, the same on every replay of it."""
-    text = f"{seed}/{state.run_id}/{state.iteration}/{state.trajectory}/{state.step}"
+    run_id = run_id_for(context.replay_from) if context.replay_from else state.run_id
+    text = f"{context.seed}/{run_id}/{state.iteration}/{state.trajectory}/{state.step}"
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")

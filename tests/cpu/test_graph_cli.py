@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.graph.fake_openai import FakeOpenAI, kernelblaster_roles
 from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
 from fixtures.graph.scenario import PROBLEM
 
 from kernelblaster.graph import api, services
 from kernelblaster.graph.cli import build_parser, main
+from kernelblaster.graph.cost import ModelPrice
 from kernelblaster.graph.progress import Progress, ProgressDisplay, ProgressNote
 from kernelblaster.graph.run_cli import context_from_flags
 
@@ -55,6 +57,41 @@ def test_flags_become_the_run_context() -> None:
     assert context.gpus == (0, 1) and context.allow == ("cublas",)
     assert context.model_for("lowering") == "big" and context.model_for("soft_verifier") == context.model
     assert context.base_url == "http://127.0.0.1:8000/v1"
+
+
+def test_endpoint_budget_and_price_flags_become_the_run_context(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[prices.o3]\ninput = 2\noutput = 8\n[prices."gpt-4.1"]\ninput = 9\noutput = 9\n')
+    args = build_parser().parse_args([
+        "optimize", "p.py", "--structured-output", "json_mode", "--temperature", "0.2", "--max-output-tokens", "4096",
+        "--llm-timeout", "120", "--max-concurrent-requests", "4", "--token-limit", "100000",
+        "--role-protocol", "lowering=schema", "--role-protocol", "soft_verifier=text", "--prices", str(prices),
+        "--price", "gpt-4.1=2,8,0.5"])
+    context = context_from_flags(args)
+    assert (context.structured_output, context.temperature, context.max_output_tokens) == ("json_mode", 0.2, 4096)
+    assert (context.llm_timeout_s, context.max_concurrent_requests, context.token_limit) == (120, 4, 100000)
+    assert context.protocol_for("lowering") == "schema" and context.protocol_for("soft_verifier") == "text"
+    assert context.prices == {"o3": ModelPrice(input=2, output=8),
+                              "gpt-4.1": ModelPrice(input=2, output=8, cached_input=0.5)}
+
+
+@pytest.mark.parametrize("flags", [["--price", "gpt-4.1=2"], ["--role-protocol", "lowering=json"],
+                                   ["--llm", "replay"], ["--replay-from", "runs/x"]])
+def test_a_malformed_endpoint_flag_is_a_one_line_error_naming_it(flags: list[str], tmp_path: Path,
+                                                                 harness_log: EvaluationLog,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    assert main(["optimize", str(PROBLEM), "--run-dir", str(tmp_path / "run"), *flags]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and flags[0] in error
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_that_ended_early_says_why(tmp_path: Path, harness_log: EvaluationLog,
+                                         capsys: pytest.CaptureFixture) -> None:
+    with FakeOpenAI(kernelblaster_roles) as server:
+        assert main(["optimize", str(PROBLEM), "--base-url", server.base_url, "--token-limit", "1", "--run-dir",
+                     str(tmp_path / "run"), "--kb", str(tmp_path / "kb.json"), "--depth", "1"]) == 0
+    assert "the run ended early: the run's token limit was reached" in capsys.readouterr().out
 
 
 def test_an_out_of_range_flag_is_a_one_line_error_naming_the_flag(tmp_path: Path, harness_log: EvaluationLog,
@@ -108,7 +145,7 @@ def test_progress_lines_show_where_the_run_is_the_best_speedup_and_the_tokens(ca
         note=ProgressNote(node="evaluate", text="ok: 0.5 ms", iteration=0, trajectory=1, step=2),
         best_speedup=1.6, tokens=12345))
     line = capsys.readouterr().out
-    assert "iter 1 traj 1 step 3" in line and "best 1.60x" in line and "12.3k tokens" in line
+    assert "iter 1 traj 1 step 3" in line and "best 1.60x" in line and "12.3k tokens)" in line
 
 
 def test_a_missing_problem_file_is_a_one_line_error_and_makes_no_run(tmp_path: Path, harness_log: EvaluationLog,

@@ -1,142 +1,138 @@
-"""LLM roles: structured answers, the retry of unusable answers with the error shown, bounded retries of
-transient transport errors only (against a local OpenAI-compatible server), the answer journal, and the
-one-line error when no endpoint is configured."""
+"""LLM roles: schema answers and code answered as text, each read strictly with a bad answer sent back saying
+what is wrong; reasoning never read as the answer; the answer journal; the protocol each role uses; and
+the one-line error when no endpoint is configured."""
 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fixtures.graph.scripted_chat import ScriptedChatModel
-from langchain_core.language_models import BaseChatModel
+from fixtures.graph.scripted_chat import ScriptedChatModel, scripted_agent
 
-from kernelblaster.graph.agents import AgentFailed, AnswerJournal, Question
+from kernelblaster.graph.agents import AgentFailed, Question
 from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.llm import ChatAgent, chat_model, check_endpoint
+from kernelblaster.graph.llm import chat_model, check_endpoint
 from kernelblaster.nodes.kernels import CudaAnswer, SoftVerdict, check_cuda
 from kernelblaster.tools.errors import UserFacingError
 
-GOOD_CUDA = CudaAnswer(explanation="fused", cuda_source='extern "C" int kb_forward() { return 0; }')
+ENTRY_POINT = 'extern "C" int kb_forward() { return 0; }'
+GOOD_CUDA = CudaAnswer(technique="vectorized_access", explanation="float4 loads", cuda_source=ENTRY_POINT + "\n")
+CODE_TEXT = f"technique: vectorized_access\nfloat4 loads\n\n```cuda\n{ENTRY_POINT}\n```\n"
 
 
-def _question(schema: type = SoftVerdict, check: Callable[[Any], str | None] | None = None,
-              key: str = "q") -> Question:
-    return Question(role="soft_verifier", node="verify", key=key, schema=schema, system="You review kernels.",
-                    user="Is it faithful?", check=check)
+def _verdict_question(key: str = "q") -> Question[SoftVerdict]:
+    return Question(role="soft_verifier", node="verify", key=key, schema=SoftVerdict, system="You review kernels.",
+                    user="Is it faithful?")
 
 
-def _agent(model: BaseChatModel, tmp_path: Path, answer_retries: int = 2) -> ChatAgent:
-    return ChatAgent(model, method="function_calling", answer_retries=answer_retries,
-                     journal=AnswerJournal(tmp_path / "answers"))
+def _code_question() -> Question[CudaAnswer]:
+    return Question(role="lowering", node="lower", key="i0-t0-s0-a0.lower", schema=CudaAnswer,
+                    system="You write CUDA.", user="Make it fast.", check=check_cuda)
+
+
+def _last_words(model: ScriptedChatModel, prompt: int = 1) -> str:
+    return str(model.prompts[prompt][-1].content)
 
 
 def test_an_answer_that_does_not_fit_the_schema_is_asked_for_again_with_the_error(tmp_path: Path) -> None:
     model = ScriptedChatModel(replies=[{"faithfull": True}, SoftVerdict(faithful=True)])
-    answer = _agent(model, tmp_path).ask(_question())
-    assert answer.value.faithful is True
-    assert "does not fit the schema" in model.prompts[1][-1].content
+    assert scripted_agent(model, tmp_path).ask(_verdict_question()).value.faithful is True
+    assert "does not fit the schema: faithful: Field required" in _last_words(model)
 
 
-def test_an_answer_that_fails_the_questions_own_check_is_asked_for_again_with_the_reason(tmp_path: Path) -> None:
-    no_entry_point = CudaAnswer(explanation="fused", cuda_source="__global__ void k() {}")
-    model = ScriptedChatModel(replies=[no_entry_point, GOOD_CUDA])
-    answer = _agent(model, tmp_path).ask(_question(CudaAnswer, check=check_cuda))
-    assert answer.value == GOOD_CUDA
-    assert "define extern \"C\" int kb_forward" in model.prompts[1][-1].content
-
-
-def test_a_reply_with_no_structured_output_is_asked_for_again(tmp_path: Path) -> None:
+def test_a_reply_with_no_tool_call_is_asked_for_again(tmp_path: Path) -> None:
     model = ScriptedChatModel(replies=["Sure! The kernel looks fine.", SoftVerdict(faithful=True)])
-    assert _agent(model, tmp_path).ask(_question()).value.faithful is True
-    assert "no structured output" in model.prompts[1][-1].content
+    assert scripted_agent(model, tmp_path).ask(_verdict_question()).value.faithful is True
+    assert "no call of the SoftVerdict tool" in _last_words(model)
 
 
 def test_the_agent_gives_up_after_its_answer_retries_and_reports_the_tokens_spent(tmp_path: Path) -> None:
     model = ScriptedChatModel(then={"faithfull": True})
     with pytest.raises(AgentFailed) as failure:
-        _agent(model, tmp_path, answer_retries=1).ask(_question())
+        scripted_agent(model, tmp_path, answer_retries=1).ask(_verdict_question())
     assert len(model.prompts) == 2
     assert failure.value.usage.input_tokens == 200
 
 
 def test_a_journaled_answer_is_replayed_without_asking_the_model_again(tmp_path: Path) -> None:
-    first = _agent(ScriptedChatModel(replies=[SoftVerdict(faithful=False, problems=["drops the bias"])]), tmp_path)
-    asked = first.ask(_question(key="i0-t0-s0-a0.soft_verify"))
+    first = scripted_agent(ScriptedChatModel(replies=[SoftVerdict(faithful=False, problems=["no bias"])]), tmp_path)
+    asked = first.ask(_verdict_question(key="i0-t0-s0-a0.soft_verify"))
     silent = ScriptedChatModel()
-    replayed = _agent(silent, tmp_path).ask(_question(key="i0-t0-s0-a0.soft_verify"))
+    replayed = scripted_agent(silent, tmp_path).ask(_verdict_question(key="i0-t0-s0-a0.soft_verify"))
     assert replayed == asked
     assert silent.prompts == []
 
 
-class _FakeOpenAI(BaseHTTPRequestHandler):
-    """Answers every chat completion with the server's `status` and `body`, counting the requests."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["content-length"]))
-        self.server.requests += 1  # type: ignore[attr-defined]
-        status, body = self.server.reply  # type: ignore[attr-defined]
-        payload = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: object) -> None:
-        """Quiet."""
+def test_the_code_writing_role_answers_in_text_told_the_form_in_its_instructions(tmp_path: Path) -> None:
+    model = ScriptedChatModel(replies=[CODE_TEXT])
+    answer = scripted_agent(model, tmp_path, role="lowering").ask(_code_question())
+    assert answer.value == GOOD_CUDA
+    system = str(model.prompts[0][0].content)
+    assert system.startswith("You write CUDA.") and "technique: NAME" in system and "```cuda" in system
 
 
-@pytest.fixture
-def fake_openai() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
-    server.requests = 0  # type: ignore[attr-defined]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def test_code_without_a_fenced_block_is_sent_back_saying_so(tmp_path: Path) -> None:
+    model = ScriptedChatModel(replies=[f"technique: vectorized_access\n{ENTRY_POINT}\n", CODE_TEXT])
+    assert scripted_agent(model, tmp_path, role="lowering").ask(_code_question()).value == GOOD_CUDA
+    assert "there is no ```cuda code block" in _last_words(model)
+    assert ENTRY_POINT in str(model.prompts[1][-2].content)  # the model sees what it wrote
 
 
-def _context_for(server: ThreadingHTTPServer, **settings: object) -> RunContext:
-    return RunContext(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", **settings)
+def test_code_that_fails_the_questions_own_check_is_sent_back_with_the_reason(tmp_path: Path) -> None:
+    no_entry_point = CODE_TEXT.replace(ENTRY_POINT, "__global__ void k() {}")
+    model = ScriptedChatModel(replies=[no_entry_point, CODE_TEXT])
+    assert scripted_agent(model, tmp_path, role="lowering").ask(_code_question()).value == GOOD_CUDA
+    assert 'define extern "C" int kb_forward' in _last_words(model)
 
 
-def test_chat_openai_answers_are_parsed_and_their_tokens_counted(fake_openai: ThreadingHTTPServer,
-                                                                 tmp_path: Path) -> None:
-    call = {"id": "call_1", "type": "function",
-            "function": {"name": "SoftVerdict", "arguments": json.dumps({"faithful": True})}}
-    fake_openai.reply = (200, {  # type: ignore[attr-defined]
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "finish_reason": "tool_calls",
-                     "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
-        "usage": {"prompt_tokens": 321, "completion_tokens": 12, "total_tokens": 333},
-    })
-    answer = _agent(chat_model(_context_for(fake_openai), "soft_verifier"), tmp_path).ask(_question())
-    assert answer.value.faithful is True
-    assert (answer.usage.input_tokens, answer.usage.output_tokens) == (321, 12)
+def test_reasoning_left_in_the_text_is_not_read_as_the_answer(tmp_path: Path) -> None:
+    decoy = "<think>Draft:\ntechnique: decoy\n```cuda\n// wrong\n```\n</think>"
+    model = ScriptedChatModel(replies=[decoy + CODE_TEXT])
+    assert scripted_agent(model, tmp_path, role="lowering").ask(_code_question()).value == GOOD_CUDA
 
 
-def test_transient_server_errors_are_retried_a_bounded_number_of_times_then_fail_the_call(
-        fake_openai: ThreadingHTTPServer, tmp_path: Path) -> None:
-    fake_openai.reply = (503, {"error": {"message": "overloaded"}})  # type: ignore[attr-defined]
-    model = chat_model(_context_for(fake_openai, llm_retries=2), "soft_verifier")
-    with pytest.raises(AgentFailed, match="the LLM request failed"):
-        _agent(model, tmp_path).ask(_question())
-    assert fake_openai.requests == 3  # type: ignore[attr-defined]
+def test_a_role_configured_for_schema_answers_writes_its_code_as_a_tool_call(tmp_path: Path) -> None:
+    model = ScriptedChatModel(replies=[GOOD_CUDA])
+    agent = scripted_agent(model, tmp_path, role="lowering", role_protocols={"lowering": "schema"})
+    assert agent.ask(_code_question()).value == GOOD_CUDA
+    assert "```cuda" not in str(model.prompts[0][0].content)
 
 
-def test_a_rejected_key_stops_the_run_with_one_line_and_no_retry(fake_openai: ThreadingHTTPServer,
-                                                                 tmp_path: Path) -> None:
-    fake_openai.reply = (401, {"error": {"message": "invalid api key"}})  # type: ignore[attr-defined]
-    model = chat_model(_context_for(fake_openai, llm_retries=3), "soft_verifier")
-    with pytest.raises(UserFacingError) as error:
-        _agent(model, tmp_path).ask(_question())
-    assert fake_openai.requests == 1  # type: ignore[attr-defined]
-    assert "\n" not in str(error.value) and "invalid api key" in str(error.value)
+def test_an_analytic_role_asked_in_text_is_shown_the_schema_and_answers_json_in_text(tmp_path: Path) -> None:
+    model = ScriptedChatModel(replies=['```json\n{"faithful": false, "problems": ["drops the bias"]}\n```'])
+    agent = scripted_agent(model, tmp_path, role_protocols={"soft_verifier": "text"})
+    assert agent.ask(_verdict_question()).value.problems == ["drops the bias"]
+    assert '"title": "SoftVerdict"' in str(model.prompts[0][0].content)
+
+
+def test_json_written_with_prose_around_it_is_sent_back(tmp_path: Path) -> None:
+    model = ScriptedChatModel(replies=['Here you go: {"faithful": true}', '{"faithful": true}'])
+    agent = scripted_agent(model, tmp_path, role_protocols={"soft_verifier": "text"})
+    assert agent.ask(_verdict_question()).value.faithful is True
+    assert "must be one JSON object" in _last_words(model)
+
+
+def test_every_exchange_is_recorded_with_role_key_messages_answer_and_usage(tmp_path: Path) -> None:
+    model = ScriptedChatModel(replies=[{"faithfull": True}, SoftVerdict(faithful=True)])
+    scripted_agent(model, tmp_path).ask(_verdict_question(key="i0-t0-s0-a0.soft_verify"))
+    records = [json.loads(line) for line in (tmp_path / "llm.jsonl").read_text().splitlines()]
+    assert [r["outcome"] for r in records] == ["unusable", "answer"]
+    first, second = records
+    assert (first["role"], first["node"], first["key"], first["attempt"]) == (
+        "soft_verifier", "verify", "i0-t0-s0-a0.soft_verify", 0)
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
+    assert "does not fit the schema" in first["problem"]
+    assert json.loads(second["reply"]["tool_calls"][0]["arguments"]) == {"faithful": True, "problems": []}
+    assert second["usage"]["input_tokens"] == 100 and second["latency_s"] >= 0
+
+
+def test_by_default_lowering_answers_in_text_and_the_analytic_roles_with_schemas() -> None:
+    context = RunContext()
+    assert context.protocol_for("lowering") == "text"
+    assert {context.protocol_for(role) for role in ("state_extractor", "soft_verifier", "parameter_update")} == {
+        "schema"}
 
 
 def test_no_endpoint_is_a_one_line_error_naming_the_variables_and_flags(monkeypatch: pytest.MonkeyPatch) -> None:

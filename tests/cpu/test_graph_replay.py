@@ -1,0 +1,71 @@
+"""Record and replay: a run's `llm.jsonl` answers a later run by role and key, reproducing its decisions
+without an endpoint; a prompt the recording has no answer for stops the run in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fixtures.graph.fake_openai import FakeOpenAI, kernelblaster_roles, optimize_through
+from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
+from fixtures.graph.scenario import PROBLEM
+
+from kernelblaster.graph import services
+from kernelblaster.graph.cli import main
+
+SHAPE = ["--iterations", "1", "--trajectories", "1", "--top-k", "3"]
+
+
+@pytest.fixture(autouse=True)
+def recorded_harness(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(services, "harness_evaluator", recorded_evaluators(EvaluationLog()))
+
+
+def _record(tmp_path: Path, depth: int = 2) -> Path:
+    """A run against the server that met a refused tool call and an unfenced answer on its way."""
+    with FakeOpenAI(kernelblaster_roles, quirks=["refuse_tools", "unfenced_code"]) as server:
+        outcome = optimize_through(server, tmp_path / "recorded", depth=depth)
+    assert outcome.best_source is not None
+    return tmp_path / "recorded" / "run"
+
+
+def _replay(tmp_path: Path, recorded: Path, depth: int = 2) -> int:
+    return main(["optimize", str(PROBLEM), "--llm", "replay", "--replay-from", str(recorded), *SHAPE,
+                 "--depth", str(depth), "--kb", str(tmp_path / "replayed" / "kb" / "kb.json"),
+                 "--run-dir", str(tmp_path / "replayed" / "another-name")])
+
+
+def _report(run_dir: Path) -> dict:
+    return json.loads((run_dir / "report.json").read_text())
+
+
+def _decisions(report: dict) -> list[tuple]:
+    return [(s["state_id"], s["technique"], s["outcome"], s["attempts"], s["speedup"]) for s in report["steps"]]
+
+
+def test_a_replay_reproduces_the_recorded_runs_decisions_without_an_endpoint(tmp_path: Path) -> None:
+    recorded = _record(tmp_path)
+    assert _replay(tmp_path, recorded) == 0
+    replayed = tmp_path / "replayed" / "another-name"
+    assert _decisions(_report(replayed)) == _decisions(_report(recorded))
+    assert len(_report(recorded)["steps"]) == 2
+    assert (replayed / "best.cu").read_text() == (recorded / "best.cu").read_text()
+    assert _report(replayed)["tokens"] == _report(recorded)["tokens"]
+
+
+def test_a_replay_asked_a_prompt_the_recording_has_no_answer_for_stops_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    recorded = _record(tmp_path, depth=1)
+    assert _replay(tmp_path, recorded, depth=2) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert "has no answer for the state_extractor prompt i0-t0-s1.extract_state" in error
+
+
+def test_replaying_a_directory_without_a_recording_is_a_one_line_error(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    assert _replay(tmp_path, tmp_path) == 2
+    error = capsys.readouterr().err
+    assert "no llm.jsonl there to replay" in error and error.count("\n") == 1
+    assert not (tmp_path / "replayed").exists()

@@ -1,0 +1,59 @@
+"""The text form of a code answer (`CudaAnswer.from_text`): one `technique:` line, one fenced ```cuda block
+holding the whole file, the rest the explanation; anything ambiguous is refused with what is wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelblaster.graph.agents import AnswerFormatError
+from kernelblaster.nodes.kernels import CudaAnswer
+
+CODE = '#include "kb_problem.h"\nextern "C" int kb_forward() { return 0; }\n'
+
+
+def _answer(head: str = "technique: vectorized_access\nUses float4 loads.\n", tag: str = "cuda") -> str:
+    return f"{head}\n```{tag}\n{CODE}```\n"
+
+
+def test_the_technique_the_explanation_and_the_code_are_read_apart() -> None:
+    answer = CudaAnswer.from_text(_answer())
+    assert (answer.technique, answer.explanation, answer.cuda_source) == ("vectorized_access", "Uses float4 loads.",
+                                                                          CODE)
+
+
+def test_technique_none_means_no_technique() -> None:
+    assert CudaAnswer.from_text(_answer("technique: none\nA first version.\n")).technique is None
+
+
+def test_a_technique_line_decorated_in_markdown_is_read() -> None:
+    assert CudaAnswer.from_text(_answer("**Technique:** `Vectorized_Access`\n")).technique == "vectorized_access"
+
+
+def test_an_answer_without_a_code_block_is_refused() -> None:
+    with pytest.raises(AnswerFormatError, match="no ```cuda code block"):
+        CudaAnswer.from_text("technique: none\n" + CODE)
+
+
+def test_an_unclosed_code_block_is_refused() -> None:
+    with pytest.raises(AnswerFormatError, match="not closed"):
+        CudaAnswer.from_text("technique: none\n```cuda\n" + CODE)
+
+
+def test_two_code_blocks_are_refused_as_ambiguous() -> None:
+    with pytest.raises(AnswerFormatError, match="there are 2 code blocks"):
+        CudaAnswer.from_text(_answer() + "\n```cuda\n// a second draft\n```\n")
+
+
+def test_a_block_in_another_language_is_refused() -> None:
+    with pytest.raises(AnswerFormatError, match="opened with ```cuda"):
+        CudaAnswer.from_text(_answer(tag="python"))
+
+
+def test_a_missing_technique_line_is_refused() -> None:
+    with pytest.raises(AnswerFormatError, match="exactly one `technique: NAME` line"):
+        CudaAnswer.from_text(_answer("Uses float4 loads.\n"))
+
+
+def test_an_answer_written_as_text_reads_back_the_same() -> None:
+    answer = CudaAnswer(technique="kernel_fusion", explanation="One pass.", cuda_source=CODE)
+    assert CudaAnswer.from_text(answer.to_text()) == answer

@@ -1,0 +1,52 @@
+"""Prompts are ordered static-first (instructions, then what is the same for the whole run, then what
+varies), so that provider-side prefix caching applies across the steps of one problem."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from string import Template
+
+import pytest
+from fixtures.graph.recorded_evaluator import EvaluationLog
+from fixtures.graph.scenario import (
+    applies_first_offered,
+    chat_models,
+    initial_kernel,
+    run_graph,
+    services_for,
+    small_context,
+)
+
+from kernelblaster.nodes.prompting import check_static_first, load_prompt
+
+
+def _prompt_names() -> list[str]:
+    folder = resources.files("kernelblaster.nodes").joinpath("prompts")
+    return sorted(entry.name.removesuffix(".user.txt") for entry in folder.iterdir()
+                  if entry.name.endswith(".user.txt"))
+
+
+@pytest.mark.parametrize("name", _prompt_names())
+def test_every_prompt_puts_its_static_fields_before_the_varying_ones(name: str) -> None:
+    load_prompt(name)
+
+
+def test_a_prompt_with_a_static_field_after_a_varying_one_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"static field \$\{header\} comes after the varying \$\{current_source\}"):
+        check_static_first("bad", Template("${pytorch_source}\n${current_source}\n${header}\n"))
+
+
+def test_the_lowering_prompts_of_a_run_share_their_prefix_through_the_problem_and_header(tmp_path: Path) -> None:
+    models = chat_models([initial_kernel(), applies_first_offered("ok 0.5"), applies_first_offered("ok 0.4")])
+    run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=2))
+    first, second = [prompt for prompt in models["lowering"].prompts if "## The current CUDA" in prompt[1].content]
+    assert first[0].content == second[0].content
+    shared = _common_prefix(first[1].content, second[1].content)
+    assert "kb_problem.h" in shared and "Precision policy: strict." in shared
+    assert shared.rstrip("0123456789.").endswith("## The current CUDA (")
+
+
+def _common_prefix(first: str, second: str) -> str:
+    length = next((n for n, (a, b) in enumerate(zip(first, second, strict=False)) if a != b), len(first))
+    return first[:length]
