@@ -19,13 +19,13 @@ from pathlib import Path
 
 import torch
 
+from kernelblaster.harness.analysis import spec_for_problem
 from kernelblaster.harness.build import driver_object
 from kernelblaster.harness.evaluate import EvalOptions, detect_arch, evaluate_candidate
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.precision import tolerance_for
 from kernelblaster.harness.problem import instantiate, load_problem
 from kernelblaster.harness.roofline import peaks_for_device
-from kernelblaster.harness.spec import spec_for_problem
 from kernelblaster.harness.timing import time_torch_calls
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,7 +1,8 @@
 """The `kernelblaster` command line: one parser whose sub-commands live beside the code they drive.
 
 Each command group module exposes `add_commands(subparsers)`, setting `func(args) -> int` on its parsers.
-Errors meant for the user (`UserFacingError`) print one line and exit 2; nothing prints a traceback for them.
+Errors meant for the user (`UserFacingError`) print one line and exit with the error's status (2, or 4 for a
+problem too large for the GPU); nothing prints a traceback for them.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except UserFacingError as error:
         print(f"kernelblaster: {error}", file=sys.stderr)
-        return 2
+        return error.exit_status
     except KeyboardInterrupt:
         print("kernelblaster: interrupted", file=sys.stderr)
         return 130

@@ -14,7 +14,7 @@ import torch
 from pydantic import ValidationError
 
 from kernelblaster.harness.precision import PrecisionPolicy, torch_precision
-from kernelblaster.harness.problem import Problem, instantiate
+from kernelblaster.harness.problem import Problem, instantiate, make_inputs
 from kernelblaster.harness.result import BaselineTiming
 from kernelblaster.harness.timing import time_torch_calls
 
@@ -37,7 +37,8 @@ def measure_baseline(problem: Problem, device: int, policy: PrecisionPolicy, rot
                      with_compile: bool = True) -> BaselineTiming:
     # One model, several input sets: torch.compile guards on the module, so one compiled model serves all sets.
     model_instance = instantiate(problem, 0, f"cuda:{device}")
-    arg_sets = [instantiate(problem, seed, f"cuda:{device}").args for seed in range(rotating_sets)]
+    arg_sets = [model_instance.args] + [make_inputs(problem, seed, f"cuda:{device}") for seed in
+                                        range(1, rotating_sets)]
     with torch_precision(policy):
         eager = time_torch_calls([functools.partial(model_instance.model, *args) for args in arg_sets], device)
         compiled, error = None, None

@@ -108,6 +108,7 @@ class SharedMemoryPool:
         self.device = device
         torch.cuda.set_device(device)
         torch.empty(1, device=f"cuda:{device}")  # makes the primary context current for the driver API calls
+        torch.cuda.empty_cache()  # blocks PyTorch caches but does not use cannot hold shared buffers
         self._cuda = _libcuda()
         self._pointers: list[int] = []
 

@@ -6,6 +6,7 @@ The driver object is compiled once per GPU arch (the compile cache keeps it); ea
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
@@ -14,7 +15,13 @@ from pydantic import BaseModel
 from kernelblaster.harness.static_check import StaticViolation, check_source
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.nvcc import CompileResult, CompilerMessage, KernelResources, compile_object, link_executable
-from kernelblaster.tools.symbols import SymbolViolation, check_object_symbols, link_libraries, validate_allow
+from kernelblaster.tools.symbols import (
+    LIBRARIES,
+    SymbolViolation,
+    check_object_symbols,
+    link_libraries,
+    validate_allow,
+)
 
 DRIVER_DIR = Path(__file__).resolve().parent / "driver"
 DRIVER_SOURCE = DRIVER_DIR / "kb_driver.cu"
@@ -117,6 +124,39 @@ def driver_object(arch: str, cache_dir: Path) -> CompileResult:
         first_error = next((m.text for m in compiled.errors), compiled.log.strip()[-300:])
         raise UserFacingError(f"the test driver ({DRIVER_SOURCE}) does not compile for {arch}: {first_error}")
     return compiled
+
+
+def check_libraries_installed(allow: frozenset[str], arch: str, cache_dir: Path) -> None:
+    """Raise a UserFacingError for an allowed library that nvcc cannot compile or link against: an incomplete
+    installation, which must not become a compile error blamed on a candidate that may never call it."""
+    for name in sorted(validate_allow(allow)):
+        problem = _library_problem(name, arch, cache_dir)
+        if problem:
+            raise UserFacingError(f"--allow {name}: {problem}; install it, or run without allowing it")
+
+
+@cache
+def _library_problem(name: str, arch: str, cache_dir: Path) -> str | None:
+    """Why a tiny program using the library does not build here, or None when it does."""
+    library = next(library for library in LIBRARIES if library.name == name)
+    workdir = cache_dir / "library-probes" / name
+    workdir.mkdir(parents=True, exist_ok=True)
+    source = workdir / "probe.cu"
+    source.write_text(f"#include <{library.header}>\nint main() {{ return 0; }}\n")
+    compiled = compile_object(source, workdir / "probe.o", arch=arch, include_dirs=[], cache_dir=None)
+    if not compiled.ok or compiled.output is None:
+        return f"{library.display_name} is not installed where nvcc looks ({_first_error(compiled)})"
+    if not library.link_names:
+        return None
+    linked = link_executable([compiled.output], workdir / "probe", arch=arch, libraries=list(library.link_names))
+    if not linked.ok:
+        return f"{library.display_name} cannot be linked with this CUDA toolkit ({_first_error(linked)})"
+    return None
+
+
+def _first_error(result: CompileResult) -> str:
+    lines = [m.text.strip().splitlines()[0] for m in result.errors if m.text.strip()] or result.log.strip().splitlines()
+    return lines[0] if lines else "no compiler output"
 
 
 def _from_symbol(violation: SymbolViolation) -> StaticViolation:

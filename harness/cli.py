@@ -8,7 +8,17 @@ import sys
 
 from kernelblaster.harness.evaluate import EvalOptions, evaluate_candidate, gpu_available
 from kernelblaster.harness.precision import PRECISION_POLICIES
+from kernelblaster.harness.result import NOT_THE_CANDIDATES, EvalResult, Verdict
 from kernelblaster.tools.errors import UserFacingError
+
+# `eval`'s exit status by verdict; 2 is bad input or environment (a UserFacingError), as for every command.
+EXIT_OK = 0
+EXIT_REJECTED = 1  # the candidate failed: compile_error, static_violation, incorrect, crash, timeout, suspicious
+EXIT_HARNESS_ERROR = 3
+EXIT_TOO_LARGE = 4
+EXIT_NO_GPU = 5
+_EXIT_BY_VERDICT: dict[Verdict, int] = {"ok": EXIT_OK, "harness_error": EXIT_HARNESS_ERROR,
+                                        "too_large": EXIT_TOO_LARGE, "no_gpu": EXIT_NO_GPU}
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -67,9 +77,13 @@ def run_eval(args: argparse.Namespace) -> int:
                           profile=args.profile, baseline=not args.no_baseline, timeout_s=args.timeout, arch=args.arch)
     result = evaluate_candidate(args.problem, args.candidate, options)
     print(result.model_dump_json(indent=2) if args.json else render_eval(result))
-    if result.verdict == "no_gpu":
-        print("kernelblaster: no CUDA GPU is visible; the candidate compiled but could not be run", file=sys.stderr)
-    return 0 if result.verdict == "ok" else 1
+    if result.verdict in NOT_THE_CANDIDATES:  # the report says nothing about the candidate: say why on stderr
+        print(f"kernelblaster: {result.verdict}: {result.summary}", file=sys.stderr)
+    return exit_status(result)
+
+
+def exit_status(result: EvalResult) -> int:
+    return _EXIT_BY_VERDICT.get(result.verdict, EXIT_REJECTED)
 
 
 def run_baseline(args: argparse.Namespace) -> int:
@@ -97,9 +111,9 @@ def run_baseline(args: argparse.Namespace) -> int:
 
 
 def run_header(args: argparse.Namespace) -> int:
+    from kernelblaster.harness.analysis import spec_for_problem
     from kernelblaster.harness.header import generate_header
     from kernelblaster.harness.problem import load_problem
-    from kernelblaster.harness.spec import spec_for_problem
 
     problem = load_problem(args.problem)
     # The spec `eval` compiles against: derived on the meta device, so no input is ever materialised.

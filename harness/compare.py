@@ -1,10 +1,16 @@
 """Compare a candidate's output with the reference: allclose and relative L2, NaN/Inf-aware, plus poison.
 
 Where the reference is NaN the candidate must be NaN; where it is +-Inf the candidate must match exactly;
-everywhere else both the elementwise bound and the global relative-L2 bound must hold.
+everywhere else both the elementwise bound and the global relative-L2 bound must hold. Every function works
+through the tensors in chunks of `chunk` elements, so its temporaries stay bounded whatever the tensor's
+size (a 6 GiB output costs a few hundred MiB, never a float64 copy of the whole tensor).
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 from pydantic import BaseModel
@@ -12,6 +18,7 @@ from pydantic import BaseModel
 from kernelblaster.harness.precision import Tolerance
 
 POISON_BYTE = 0xFF  # all-ones bytes: NaN in every float format, -1 in integers, so unwritten elements stand out
+DEFAULT_CHUNK = 1 << 23
 
 
 class Comparison(BaseModel):
@@ -26,72 +33,118 @@ def as_bytes(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().contiguous().reshape(-1).view(torch.uint8)
 
 
-def unwritten_elements(output: torch.Tensor) -> int:
+def _chunks(tensors: tuple[torch.Tensor, ...], chunk: int) -> Iterator[tuple[int, tuple[torch.Tensor, ...]]]:
+    """(offset, flat slices) of equally shaped tensors, `chunk` elements at a time."""
+    flats = tuple(t.detach().reshape(-1) for t in tensors)
+    total = flats[0].numel()
+    for start in range(0, total, chunk):
+        yield start, tuple(f[start:start + chunk] for f in flats)
+
+
+def unwritten_elements(output: torch.Tensor, chunk: int = DEFAULT_CHUNK) -> int:
     """Elements whose every byte still holds the poison pattern written before the call."""
-    if output.numel() == 0:
-        return 0
-    raw = as_bytes(output).reshape(output.numel(), output.element_size())
-    return int((raw == POISON_BYTE).all(dim=1).sum().item())
+    count = 0
+    for _, (part,) in _chunks((output,), chunk):
+        raw = as_bytes(part).reshape(part.numel(), part.element_size())
+        count += int((raw == POISON_BYTE).all(dim=1).sum().item())
+    return count
 
 
-def compare_output(output: torch.Tensor, reference: torch.Tensor, tolerance: Tolerance, label: str) -> Comparison:
+def identical(a: torch.Tensor, b: torch.Tensor, chunk: int = DEFAULT_CHUNK) -> bool:
+    """Bitwise equality of two tensors of one shape and dtype (NaN payloads included)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return all(torch.equal(as_bytes(x), as_bytes(y)) for _, (x, y) in _chunks((a, b), chunk))
+
+
+def compare_output(output: torch.Tensor, reference: torch.Tensor, tolerance: Tolerance, label: str,
+                   chunk: int = DEFAULT_CHUNK) -> Comparison:
     if output.shape != reference.shape or output.dtype != reference.dtype:
         return Comparison(passed=False, detail=f"{label}: got {output.dtype}{list(output.shape)}, "
                           f"expected {reference.dtype}{list(reference.shape)}")
     if tolerance.exact:
-        mismatches = int((output != reference).sum().item())
+        mismatches = sum(int((x != y).sum().item()) for _, (x, y) in _chunks((output, reference), chunk))
         return Comparison(passed=mismatches == 0, mismatches=mismatches,
                           detail=f"{label}: {mismatches} of {output.numel()} elements differ (exact match required)")
-    out, ref = output.double(), reference.double()
-    special = _special_value_mismatches(out, ref)
+    special = _special_value_mismatches(output, reference, chunk)
     if special:
         return Comparison(passed=False, mismatches=special[0], detail=f"{label}: {special[1]}")
-    return _finite_comparison(out, ref, tolerance, label)
+    return _finite_comparison(output, reference, tolerance, label, chunk)
 
 
-def _special_value_mismatches(out: torch.Tensor, ref: torch.Tensor) -> tuple[int, str] | None:
-    ref_nan, out_nan = ref.isnan(), out.isnan()
-    lost_nan = int((ref_nan & ~out_nan).sum().item())
+def _special_value_mismatches(output: torch.Tensor, reference: torch.Tensor, chunk: int) -> tuple[int, str] | None:
+    lost_nan = spurious_nan = wrong_inf = 0
+    for _, (out, ref) in _chunks((output, reference), chunk):
+        ref_nan, out_nan = ref.isnan(), out.isnan()
+        lost_nan += int((ref_nan & ~out_nan).sum().item())
+        spurious_nan += int((out_nan & ~ref_nan).sum().item())
+        wrong_inf += int(((ref.isinf() | out.isinf()) & (out != ref) & ~ref_nan).sum().item())
     if lost_nan:
         return lost_nan, f"{lost_nan} elements are NaN in the reference but not in the output (NaN must propagate)"
-    spurious = int((out_nan & ~ref_nan).sum().item())
-    if spurious:
-        return spurious, f"{spurious} elements are NaN in the output but finite or infinite in the reference"
-    ref_inf = ref.isinf()
-    wrong_inf = int(((ref_inf | out.isinf()) & (out != ref)).sum().item())
+    if spurious_nan:
+        return spurious_nan, f"{spurious_nan} elements are NaN in the output but finite or infinite in the reference"
     if wrong_inf:
         return wrong_inf, f"{wrong_inf} elements differ in infinities (reference +-Inf must be matched exactly)"
     return None
 
 
-def _finite_comparison(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance, label: str) -> Comparison:
-    finite = ref.isfinite()
-    out_f, ref_f = out[finite], ref[finite]
-    if ref_f.numel() == 0:
+@dataclass
+class _Worst:
+    error: float = -1.0
+    index: int = 0
+    got: float = 0.0
+    expected: float = 0.0
+
+
+def _finite_comparison(output: torch.Tensor, reference: torch.Tensor, tolerance: Tolerance, label: str,
+                       chunk: int) -> Comparison:
+    finite_count, square_sum = 0, 0.0
+    for _, (ref,) in _chunks((reference,), chunk):
+        finite = ref[ref.isfinite()].double()
+        finite_count += finite.numel()
+        square_sum += float(finite.square().sum())
+    if finite_count == 0:
         return Comparison(passed=True, detail=f"{label}: no finite reference elements; special values matched")
-    rms = float(ref_f.square().mean().sqrt())
-    atol = tolerance.atol_scale * max(rms, 1e-30)
-    error = (out_f - ref_f).abs()
-    bad = error > atol + tolerance.rtol * ref_f.abs()
-    mismatches = int(bad.sum().item())
-    ref_norm = float(ref_f.norm())
-    rel_l2 = float((out_f - ref_f).norm()) / max(ref_norm, 1e-30)
+    atol = tolerance.atol + tolerance.atol_scale * max(math.sqrt(square_sum / finite_count), 1e-30)
+    mismatches, error_square_sum, worst = 0, 0.0, _Worst()
+    for start, (out, ref) in _chunks((output, reference), chunk):
+        finite = ref.isfinite()
+        error = torch.where(finite, (out.double() - ref.double()).abs(), 0.0)
+        mismatches += int((error > atol + tolerance.rtol * ref.double().abs()).sum().item())
+        error_square_sum += float(error.square().sum())
+        largest = int(error.argmax())
+        if float(error[largest]) > worst.error:
+            worst = _Worst(float(error[largest]), start + largest, float(out[largest]), float(ref[largest]))
+    rel_l2 = math.sqrt(error_square_sum) / max(math.sqrt(square_sum), 1e-30)
     passed = mismatches == 0 and rel_l2 <= tolerance.max_rel_l2
-    worst = int(error.argmax())
     detail = (
         f"{label}: rel L2 error {rel_l2:.2e} (limit {tolerance.max_rel_l2:.0e}), "
-        f"{mismatches} of {ref_f.numel()} elements outside tolerance; "
-        f"worst at finite index {worst}: got {float(out_f[worst]):.6g}, expected {float(ref_f[worst]):.6g}"
+        f"{mismatches} of {finite_count} elements outside tolerance; "
+        f"worst at element {worst.index}: got {worst.got:.6g}, expected {worst.expected:.6g}"
     )
     return Comparison(passed=passed, detail=detail, rel_l2=rel_l2, mismatches=mismatches)
 
 
-def is_weak_reference(reference: torch.Tensor) -> bool:
+def is_weak_reference(reference: torch.Tensor, chunk: int = DEFAULT_CHUNK) -> bool:
     """A near-zero or constant reference cannot tell a real kernel from one that writes a constant."""
-    if not reference.dtype.is_floating_point:
-        return bool(reference.numel() <= 1 or (reference == reference.flatten()[0]).all())
-    finite = reference[reference.isfinite()].double()
-    if finite.numel() <= 1:
+    if reference.numel() <= 1:
         return True
-    scale = float(finite.abs().max())
-    return scale < 1e-6 or float(finite.std()) <= 1e-6 * scale
+    if not reference.dtype.is_floating_point:
+        first = reference.reshape(-1)[0]
+        return all(bool((part == first).all()) for _, (part,) in _chunks((reference,), chunk))
+    count, mean, m2, largest = 0, 0.0, 0.0, 0.0
+    for _, (part,) in _chunks((reference,), chunk):
+        finite = part[part.isfinite()].double()
+        if finite.numel() == 0:
+            continue
+        # Chan's merge of per-chunk mean and sum of squared deviations: no cancellation across chunks.
+        n, chunk_mean = finite.numel(), float(finite.mean())
+        chunk_m2 = float((finite - chunk_mean).square().sum())
+        delta = chunk_mean - mean
+        mean += delta * n / (count + n)
+        m2 += chunk_m2 + delta * delta * count * n / (count + n)
+        count += n
+        largest = max(largest, float(finite.abs().max()))
+    if count <= 1:
+        return True
+    return largest < 1e-6 or math.sqrt(m2 / count) <= 1e-6 * largest

@@ -101,6 +101,18 @@ def _execute_module(path: Path, sha256: str) -> ModuleType:
     return module
 
 
+def make_inputs(problem: Problem, seed: int, device: torch.device | str) -> list[Any]:
+    """Forward arguments under `seed` without building the model (their values differ from `instantiate`'s,
+    whose model draws from the generator first): inputs to time with, at no cost in parameters."""
+    torch.manual_seed(seed)
+    try:
+        with torch.device(device):
+            inputs = problem.get_inputs()
+    except Exception as error:
+        raise ProblemError(f"{problem.path}: get_inputs() failed: {type(error).__name__}: {error}") from None
+    return [a.to(device) if isinstance(a, torch.Tensor) else a for a in inputs]
+
+
 def instantiate(problem: Problem, seed: int, device: torch.device | str) -> ProblemInstance:
     """Build the model and its inputs under `seed`, created on `device` (never staged through the CPU)."""
     torch.manual_seed(seed)

@@ -1,7 +1,9 @@
 """Reference cases for verification: seeded instances and the PyTorch outputs they must produce.
 
-A problem's references do not depend on the candidate, so an evaluator computes them once (while the
-first candidate compiles) and reuses them for every candidate, as long as they fit the memory budget.
+A problem's references do not depend on the candidate. When the memory plan allows (`cached`), an
+evaluator computes them once (while the first candidate compiles) and reuses them for every candidate;
+otherwise (`per_case`) each case is computed when it is checked and dropped after, so only one is ever
+held. A case keeps its arguments, the params the model started from and the outputs, never the model.
 References are always computed in full fp32 (no TF32), whatever freedom the candidate was given.
 """
 
@@ -10,50 +12,43 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from kernelblaster.harness.precision import torch_precision
-from kernelblaster.harness.problem import Problem, ProblemInstance, instantiate
+from kernelblaster.harness.problem import Problem, instantiate
 
 LARGE_SCALE = 1e3
 TINY_SCALE = 1e-4
+
+ReferenceHolding = Literal["cached", "per_case"]
 
 
 @dataclass
 class ReferenceCase:
     label: str
-    instance: ProblemInstance
-    args: list[Any]
+    args: list[Any]  # forward arguments: tensors on the GPU and plain values
+    params: list[torch.Tensor]  # the state_dict values the model started from
     outputs: list[torch.Tensor]
 
     @property
     def tensor_args(self) -> list[torch.Tensor]:
         return [a for a in self.args if isinstance(a, torch.Tensor)]
 
-    @property
-    def params(self) -> list[torch.Tensor]:
-        return list(self.instance.initial_state.values())
 
-    @property
-    def nbytes(self) -> int:
-        tensors = self.tensor_args + self.outputs
-        return sum(t.numel() * t.element_size() for t in tensors)
-
-
-def _with_special_values(tensor: torch.Tensor) -> torch.Tensor:
-    flat = tensor.clone().reshape(-1)
+def _with_special_values(tensor: torch.Tensor) -> None:
+    flat = tensor.view(-1)
     positions = [0, flat.numel() // 2, flat.numel() - 1][: flat.numel()]
     for position, value in zip(positions, (float("nan"), float("inf"), float("-inf")), strict=False):
         flat[position] = value
-    return flat.reshape(tensor.shape)
 
 
-SPECIAL_CASES: tuple[tuple[str, Callable[[torch.Tensor], torch.Tensor]], ...] = (
-    (f"inputs scaled by {LARGE_SCALE:g}", lambda t: t * LARGE_SCALE),
-    (f"inputs scaled by {TINY_SCALE:g}", lambda t: t * TINY_SCALE),
-    ("negated inputs", lambda t: -t),
+# Each transform changes a floating-point input in place (the instance is made for the case alone).
+SPECIAL_CASES: tuple[tuple[str, Callable[[torch.Tensor], object]], ...] = (
+    (f"inputs scaled by {LARGE_SCALE:g}", lambda t: t.mul_(LARGE_SCALE)),
+    (f"inputs scaled by {TINY_SCALE:g}", lambda t: t.mul_(TINY_SCALE)),
+    ("negated inputs", lambda t: t.neg_()),
     ("NaN, +Inf and -Inf in the inputs", _with_special_values),
 )
 
@@ -63,47 +58,51 @@ def is_float_tensor(value: object) -> bool:
 
 
 class ReferenceCache:
-    """Memoised reference cases of one problem on one GPU, kept while they fit `budget_bytes`."""
+    """Reference cases of one problem on one GPU, memoised when `holding` is `cached`."""
 
-    def __init__(self, problem: Problem, gpu: int, seeds: list[int], budget_bytes: int) -> None:
-        self.problem, self.gpu, self.seeds, self.budget_bytes = problem, gpu, seeds, budget_bytes
+    def __init__(self, problem: Problem, gpu: int, seeds: list[int], holding: ReferenceHolding,
+                 float_inputs: bool) -> None:
+        self.problem, self.gpu, self.seeds, self.holding = problem, gpu, seeds, holding
+        self.float_inputs = float_inputs
         self._cases: dict[str, ReferenceCase] = {}
         self._lock = threading.Lock()
 
     def seed_case(self, seed: int) -> ReferenceCase:
-        return self._memoised(f"seed {seed}", lambda: self._compute_seed(seed))
+        return self._case(f"seed {seed}", lambda: self._compute(seed, None))
 
-    def special_cases(self) -> list[ReferenceCase]:
-        base = self.seed_case(self.seeds[0])
-        if not any(is_float_tensor(a) for a in base.args):
-            return []
-        return [self._memoised(label, lambda label=label, transform=transform: self._compute_special(
-            base, label, transform)) for label, transform in SPECIAL_CASES]
+    def special_labels(self) -> list[str]:
+        """Labels of the special-value cases; none when the problem has no floating-point input."""
+        return [label for label, _ in SPECIAL_CASES] if self.float_inputs else []
+
+    def special_case(self, label: str) -> ReferenceCase:
+        transform = dict(SPECIAL_CASES)[label]
+        return self._case(label, lambda: self._compute(self.seeds[0], (label, transform)))
 
     def warm(self) -> None:
-        """Compute every case now (e.g. in a thread while the candidate compiles)."""
+        """Compute every case now when they are kept (e.g. in a thread while the candidate compiles)."""
+        if self.holding != "cached":
+            return
         for seed in self.seeds:
             self.seed_case(seed)
-        self.special_cases()
+        for label in self.special_labels():
+            self.special_case(label)
 
-    def _memoised(self, label: str, compute: Callable[[], ReferenceCase]) -> ReferenceCase:
+    def _case(self, label: str, compute: Callable[[], ReferenceCase]) -> ReferenceCase:
+        if self.holding != "cached":
+            return compute()
         with self._lock:
-            if label in self._cases:
-                return self._cases[label]
-            case = compute()
-            if sum(c.nbytes for c in self._cases.values()) + case.nbytes <= self.budget_bytes:
-                self._cases[label] = case
-            return case
+            if label not in self._cases:
+                self._cases[label] = compute()
+            return self._cases[label]
 
-    def _compute_seed(self, seed: int) -> ReferenceCase:
+    def _compute(self, seed: int, special: tuple[str, Callable[[torch.Tensor], object]] | None) -> ReferenceCase:
         instance = instantiate(self.problem, seed, f"cuda:{self.gpu}")
+        label = f"seed {seed}"
+        if special is not None:
+            label, transform = special
+            # Once per distinct tensor: an input passed twice is still transformed once.
+            for tensor in {id(a): a for a in instance.args if is_float_tensor(a)}.values():
+                transform(tensor)
         with torch_precision("strict"):
             outputs = instance.reference()
-        return ReferenceCase(f"seed {seed}", instance, instance.args, outputs)
-
-    def _compute_special(self, base: ReferenceCase, label: str,
-                         transform: Callable[[torch.Tensor], torch.Tensor]) -> ReferenceCase:
-        args = [transform(a) if is_float_tensor(a) else a for a in base.args]
-        with torch_precision("strict"):
-            outputs = base.instance.reference(args)
-        return ReferenceCase(label, base.instance, args, outputs)
+        return ReferenceCase(label, instance.args, list(instance.initial_state.values()), outputs)

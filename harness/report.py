@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kernelblaster.harness.memory_plan import GIB, MemoryPlan
 from kernelblaster.harness.profile import ProfileOutcome, ProfileReport
 from kernelblaster.harness.result import BaselineTiming, EvalResult, Roofline
 
@@ -12,6 +13,11 @@ def render_eval(result: EvalResult) -> str:
         f"problem: {result.problem}   candidate: {result.candidate} (sha256 {result.source_sha256[:12]})",
         f"gpu: {result.gpu or 'none'} ({result.arch})   precision: {result.precision}",
     ]
+    if result.memory and result.memory.fits:
+        lines.append(render_memory(result.memory))
+    if result.failure:
+        lines.append(f"harness failure in stage {result.failure.stage}: {result.failure.error} "
+                     "(traceback in --json's `failure`)")
     if result.compile and result.compile.resources:
         lines.append("resources: " + "; ".join(result.compile.resources))
     if result.checks:
@@ -22,7 +28,7 @@ def render_eval(result: EvalResult) -> str:
         lines.append("note: the reference output is near-zero or constant, so correctness is only weakly checked")
     if result.timing:
         lines.append(f"time: {result.timing.event.describe()}, {result.timing.rotating_sets} rotating input sets, "
-                     "L2 flushed before each call")
+                     "L2 flushed and persisting lines reset before each call")
     if result.baseline:
         lines += render_baseline_lines(result.baseline)
     if result.speedup:
@@ -35,6 +41,12 @@ def render_eval(result: EvalResult) -> str:
     if result.verdict == "compile_error" and result.compile_log:
         lines += ["compiler output:", result.compile_log.strip()]
     return "\n".join(lines)
+
+
+def render_memory(plan: MemoryPlan) -> str:
+    held = "kept for every candidate" if plan.references == "cached" else "computed one case at a time"
+    return (f"memory: {plan.rotating_sets} argument sets of {plan.sizes.set_bytes / GIB:.2f} GiB, references "
+            f"{held}; planned peak {plan.needed_bytes / GIB:.1f} of {plan.available_bytes / GIB:.1f} GiB free")
 
 
 def render_baseline_lines(baseline: BaselineTiming) -> list[str]:

@@ -1,45 +1,62 @@
-"""The typed outcome of evaluating one candidate (`EvalResult`) and of timing the PyTorch baselines."""
+"""The typed outcome of evaluating one candidate (`EvalResult`) and of timing the PyTorch baselines.
+
+`EvalResult` is the JSON `kernelblaster eval --json` prints and scripts read: every field says what it
+means and its unit. Times are milliseconds of GPU time unless a name says otherwise; sizes are bytes.
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from kernelblaster.harness.memory_plan import MemoryPlan
 from kernelblaster.harness.profile import ProfileOutcome
 from kernelblaster.harness.stats import TimingStats
 
-Verdict = Literal["ok", "compile_error", "static_violation", "incorrect", "crash", "timeout", "suspicious", "no_gpu"]
+Verdict = Literal["ok", "compile_error", "static_violation", "incorrect", "crash", "timeout", "suspicious", "no_gpu",
+                  "too_large", "harness_error"]
+
+# Verdicts that say nothing about the candidate: the harness or the machine could not judge it.
+NOT_THE_CANDIDATES: frozenset[Verdict] = frozenset({"no_gpu", "too_large", "harness_error"})
 
 CHECK_ORDER = (
     "static", "compile", "runs", "outputs_written", "correct", "inputs_unchanged", "deterministic",
-    "no_caching", "special_values", "stream_escape", "roofline",
+    "no_caching", "special_values", "stream_escape", "timed_outputs", "roofline",
 )
 
 
 class CheckResult(BaseModel):
-    name: str
-    passed: bool
-    detail: str
+    """One verification check, in `CHECK_ORDER`; checks stop at the first failure."""
+
+    name: str = Field(description="The check's name, one of CHECK_ORDER")
+    passed: bool = Field(description="Whether the candidate passed it")
+    detail: str = Field(description="What was found, written for the lowering agent to act on")
 
 
 class CandidateTiming(BaseModel):
-    """Timing through the driver: CUDA events on the stream, cross-checked by host clock with device sync."""
+    """The candidate timed through the driver: CUDA events on the stream it was given, around each call."""
 
-    event: TimingStats
-    host: TimingStats
-    overhead_ms: float
-    escape_gap_ms: float
-    rotating_sets: int
-    l2_flush: bool
+    event: TimingStats = Field(description="GPU time per timed call between events recorded on the stream before "
+                                           "and after kb_forward, ms: the time every speedup uses")
+    rotating_sets: int = Field(description="Input sets the timed calls rotated over")
+    l2_flush: bool = Field(description="Whether L2 was flushed (and persisting L2 lines reset) before every call")
+    calls: int = Field(description="Calls made while timing, warm-up and probe included")
+    incomplete_calls: int = Field(description="Calls whose outputs were still changing after the stream's work was "
+                                              "done (work escaped the timed stream); any fails `stream_escape`")
+    policy_windows: int = Field(description="Calls that left an L2 access-policy window on the stream; each was "
+                                            "cleared before the next call, so it could not outlast the flush")
 
 
 class BaselineTiming(BaseModel):
-    eager: TimingStats
-    compiled: TimingStats | None
-    compile_error: str | None = None
-    precision: str
-    rotating_sets: int
+    """PyTorch eager and torch.compile, timed in the trusted process by the candidate's method."""
+
+    eager: TimingStats = Field(description="PyTorch eager, ms")
+    compiled: TimingStats | None = Field(description="torch.compile (inductor, default mode), ms; None when it "
+                                                     "failed or was not asked for")
+    compile_error: str | None = Field(default=None, description="Why torch.compile failed, if it did")
+    precision: str = Field(description="The precision policy PyTorch ran under (its backend flags)")
+    rotating_sets: int = Field(description="Input sets the timed calls rotated over")
 
     @property
     def best_ms(self) -> float:
@@ -48,9 +65,11 @@ class BaselineTiming(BaseModel):
 
 
 class Speedup(BaseModel):
-    vs_eager: float
-    vs_compile: float | None
-    vs_best: float
+    """Baseline median time over the candidate's median time: above 1 the candidate is faster."""
+
+    vs_eager: float = Field(description="PyTorch eager time / candidate time")
+    vs_compile: float | None = Field(description="torch.compile time / candidate time; None without a compiled time")
+    vs_best: float = Field(description="The faster of eager and torch.compile / candidate time")
 
     @classmethod
     def of(cls, candidate_ms: float, baseline: BaselineTiming) -> Speedup:
@@ -60,43 +79,66 @@ class Speedup(BaseModel):
 
 
 class Roofline(BaseModel):
-    compulsory_bytes: int
-    flops: int
-    peak_bandwidth_gbs: float
-    peak_tflops: float
-    floor_ms: float
-    fraction_of_floor: float | None = None
-    limited_by: Literal["memory", "compute"]
+    """The fastest any implementation could be on this GPU: compulsory bytes and FLOPs over measured peaks."""
+
+    compulsory_bytes: int = Field(description="Every input and param read once, every output written once, bytes")
+    flops: int = Field(description="FLOPs of the reference as PyTorch's FLOP counter sees them")
+    peak_bandwidth_gbs: float = Field(description="Measured device-to-device copy bandwidth, GB/s")
+    peak_tflops: float = Field(description="Measured matrix-product peak for the precision policy, TFLOP/s")
+    floor_ms: float = Field(description="The larger of memory and compute time at the peaks with 25% headroom, ms")
+    fraction_of_floor: float | None = Field(default=None, description="floor_ms / candidate time (1 = at the "
+                                                                      "floor); None until a time is known")
+    limited_by: Literal["memory", "compute"] = Field(description="Which of the two sets the floor")
 
 
 class CompileSummary(BaseModel):
-    stage: str
-    seconds: float
-    cached: bool
-    resources: list[str] = []
+    """How the candidate's build went."""
+
+    stage: str = Field(description="The build stage that stopped it: static_violation, compile_error, link_error; "
+                                   "ok when none did")
+    seconds: float = Field(description="Wall time of nvcc compile and link, seconds")
+    cached: bool = Field(description="Whether the object came from the compile cache")
+    resources: list[str] = Field(default=[], description="ptxas resource usage, one line per kernel")
+
+
+class HarnessFailure(BaseModel):
+    """An exception in the trusted process (never the candidate's doing): what failed where, in full."""
+
+    stage: str = Field(description="The stage that raised: plan, verify, time, score or profile")
+    error: str = Field(description="The exception's type and message, one line")
+    traceback: str = Field(description="The Python traceback, for a bug report")
 
 
 class EvalResult(BaseModel):
-    verdict: Verdict
-    summary: str
-    problem: str
-    problem_sha256: str
-    candidate: str
-    source_sha256: str
-    gpu: str | None = None
-    arch: str
-    precision: str
-    compiled: bool
-    compile_log: str = ""
-    compile: CompileSummary | None = None
-    checks: list[CheckResult] = []
-    weakly_checked: bool = False
-    timing: CandidateTiming | None = None
-    baseline: BaselineTiming | None = None
-    speedup: Speedup | None = None
-    roofline: Roofline | None = None
-    profile: ProfileOutcome | None = None
-    seconds: dict[str, float] = {}
+    """Everything the harness found about one candidate on one problem."""
+
+    verdict: Verdict = Field(description="ok, or why not: compile_error, static_violation, incorrect, crash, timeout, "
+                                         "suspicious (faster than the roofline floor), no_gpu, too_large (the "
+                                         "problem does not fit this GPU), harness_error (the harness failed)")
+    summary: str = Field(description="The verdict's reason in one line")
+    problem: str = Field(description="Path of the problem file")
+    problem_sha256: str = Field(description="SHA-256 of the problem file's text")
+    candidate: str = Field(description="The candidate's label (its path on the command line)")
+    source_sha256: str = Field(description="SHA-256 of the candidate's source text")
+    gpu: str | None = Field(default=None, description="The GPU's name; None without a GPU")
+    arch: str = Field(description="The GPU architecture compiled for, e.g. sm_90")
+    precision: str = Field(description="The precision policy checked against and given to the baseline")
+    compiled: bool = Field(description="Whether the candidate compiled and linked with the driver")
+    compile_log: str = Field(default="", description="nvcc's output, as printed")
+    compile: CompileSummary | None = Field(default=None, description="The build, summarised")
+    checks: list[CheckResult] = Field(default=[], description="Checks run, in CHECK_ORDER, up to the first failure")
+    weakly_checked: bool = Field(default=False, description="The reference output is near zero or constant, so "
+                                                            "correctness is only weakly checked")
+    timing: CandidateTiming | None = Field(default=None, description="The candidate's timing; None unless measured")
+    baseline: BaselineTiming | None = Field(default=None, description="The PyTorch baselines compared against")
+    speedup: Speedup | None = Field(default=None, description="Speedups over the baselines")
+    roofline: Roofline | None = Field(default=None, description="The roofline floor and where the candidate is")
+    profile: ProfileOutcome | None = Field(default=None, description="The Nsight Compute profile, when asked for")
+    memory: MemoryPlan | None = Field(default=None, description="How the evaluation used GPU memory; None when it "
+                                                                "never reached the GPU")
+    failure: HarnessFailure | None = Field(default=None, description="For harness_error: the exception in full")
+    seconds: dict[str, float] = Field(default={}, description="Wall time per stage (build, verify, time, score, "
+                                                              "profile), seconds")
 
     @property
     def failed_check(self) -> CheckResult | None:

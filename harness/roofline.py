@@ -13,10 +13,8 @@ from pathlib import Path
 
 import torch
 from pydantic import BaseModel, ValidationError
-from torch.utils.flop_counter import FlopCounterMode
 
 from kernelblaster.harness.precision import PrecisionPolicy
-from kernelblaster.harness.problem import ProblemInstance
 from kernelblaster.harness.result import CheckResult, Roofline
 from kernelblaster.harness.spec import ProblemSpec
 
@@ -36,7 +34,10 @@ class GpuPeaks(BaseModel):
     measured_at: str
 
     def tflops_for(self, policy: PrecisionPolicy) -> float:
-        return {"strict": self.fp32_tflops, "tf32": self.tf32_tflops, "fp16": self.fp16_tflops}[policy]
+        """The fastest arithmetic a kernel passing the policy's check could use: KernelBench's 1e-2 tolerance
+        (pytorch-default) lets fp16 tensor cores through on many problems, so it gets the fp16 peak."""
+        return {"strict": self.fp32_tflops, "tf32": self.tf32_tflops, "fp16": self.fp16_tflops,
+                "pytorch-default": self.fp16_tflops}[policy]
 
 
 def peaks_for_device(device: int, cache_dir: Path) -> GpuPeaks:
@@ -96,13 +97,6 @@ def _median_ms(operation, repeats: int = 10) -> float:
         torch.cuda.synchronize()
         samples.append(start.elapsed_time(stop))
     return sorted(samples)[len(samples) // 2]
-
-
-def count_flops(instance: ProblemInstance) -> int:
-    """FLOPs of the reference as PyTorch's counter sees them (matmuls and convolutions; elementwise is free)."""
-    with FlopCounterMode(display=False) as counter:
-        instance.reference()
-    return int(counter.get_total_flops())
 
 
 def roofline_for(spec: ProblemSpec, flops: int, peaks: GpuPeaks, policy: PrecisionPolicy) -> Roofline:

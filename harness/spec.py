@@ -11,7 +11,7 @@ import torch
 from pydantic import BaseModel
 
 from kernelblaster.harness.dtypes import dtype_info, dtype_of_tensor
-from kernelblaster.harness.problem import Problem, ProblemError, ProblemInstance, instantiate, outputs_as_list
+from kernelblaster.harness.problem import ProblemError, ProblemInstance, outputs_as_list
 
 ConstantValue = bool | int | float | list[int] | list[float]
 MAX_DIMS = 8  # KBTensor.shape has eight entries
@@ -56,12 +56,24 @@ class ProblemSpec(BaseModel):
 
 
 def derive_spec(instance: ProblemInstance) -> ProblemSpec:
-    problem = instance.problem
+    """Run the reference forward pass once on the instance's device and describe its arguments and outputs."""
+    return spec_from_output(instance, run_forward(instance))
+
+
+def run_forward(instance: ProblemInstance) -> Any:
+    """The model's raw return value for the instance's arguments; a failure names the problem file."""
     try:
-        raw_output = _run_once(instance)
+        instance.model.load_state_dict(instance.initial_state)
+        with torch.no_grad():
+            return instance.model(*instance.args)
     except Exception as error:
         failure = f"{type(error).__name__}: {error}"
-        raise ProblemError(f"{problem.path}: the reference forward pass failed: {failure}") from None
+        raise ProblemError(f"{instance.problem.path}: the reference forward pass failed: {failure}") from None
+
+
+def spec_from_output(instance: ProblemInstance, raw_output: Any) -> ProblemSpec:
+    """The spec of an instance whose forward pass returned `raw_output`."""
+    problem = instance.problem
     outputs = outputs_as_list(raw_output, problem)
     if not outputs:
         raise ProblemError(f"{problem.path}: Model.forward returned no tensors")
@@ -83,12 +95,6 @@ def derive_spec(instance: ProblemInstance) -> ProblemSpec:
         ],
         output_is_tuple=isinstance(raw_output, tuple | list),
     )
-
-
-def _run_once(instance: ProblemInstance) -> Any:
-    instance.model.load_state_dict(instance.initial_state)
-    with torch.no_grad():
-        return instance.model(*instance.args)
 
 
 def _parameter_names(function: Any, count: int, prefix: str, skip_self: bool = False) -> list[str]:
@@ -142,14 +148,3 @@ def _constant_value(value: Any) -> ConstantValue | None:
     if isinstance(value, tuple | list) and value and all(isinstance(v, int | float) for v in value):
         return [float(v) for v in value]
     return None
-
-
-def spec_for_problem(problem: Problem, gpu: int | None) -> ProblemSpec:
-    """Derive the spec on the GPU when given one; otherwise on the meta device (shapes only, no memory, so a
-    multi-GB problem costs nothing), falling back to the CPU for models with data-dependent shapes."""
-    if gpu is not None:
-        return derive_spec(instantiate(problem, 0, f"cuda:{gpu}"))
-    try:
-        return derive_spec(instantiate(problem, 0, "meta"))
-    except ProblemError:
-        return derive_spec(instantiate(problem, 0, "cpu"))

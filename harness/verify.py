@@ -3,21 +3,25 @@
 Checks run in `result.CHECK_ORDER` and stop at the first failure, whose detail is written for the
 lowering agent to act on. All buffers belong to this trusted process; the driver only sees shared
 inputs, params and outputs, and outputs are poisoned before every call so unwritten elements show.
+Outputs are read where the candidate wrote them (the shared buffers); one copy of them is kept for the
+determinism and staleness checks, and reference cases are requested one at a time, so a `per_case`
+reference cache holds at most one case while a check runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 
 from kernelblaster.harness.buffers import SharedSet
-from kernelblaster.harness.compare import POISON_BYTE, as_bytes, compare_output, is_weak_reference, unwritten_elements
+from kernelblaster.harness.compare import POISON_BYTE, compare_output, identical, is_weak_reference, unwritten_elements
 from kernelblaster.harness.precision import PrecisionPolicy, tolerance_for
 from kernelblaster.harness.references import SPECIAL_CASES, ReferenceCache, ReferenceCase
 from kernelblaster.harness.result import CheckResult
-from kernelblaster.tools.driver_process import DriverSession
+from kernelblaster.tools.driver_process import DriverError, DriverSession, DriverTimeout
 
 
 @dataclass
@@ -25,126 +29,197 @@ class VerificationContext:
     references: ReferenceCache
     policy: PrecisionPolicy
     timeout_s: float
+    chunk: int  # elements per comparison chunk (the memory plan's)
+
+    def compare(self, outputs: list[torch.Tensor], expected: list[torch.Tensor], names: list[str], check: str,
+                label: str) -> CheckResult:
+        """Every output against its expected tensor, as the check `check`; the first failure is the result."""
+        for name, output, reference in zip(names, outputs, expected, strict=True):
+            comparison = compare_output(output, reference, tolerance_for(reference.dtype, self.policy),
+                                        f"{label}, output '{name}'", self.chunk)
+            if not comparison.passed:
+                return CheckResult(name=check, passed=False, detail=comparison.detail)
+        return CheckResult(name=check, passed=True, detail=f"{label}: every output within tolerance "
+                           f"({self.policy} precision)")
+
+
+@dataclass(frozen=True)
+class DriverFailure:
+    """The driver crashed or hung while running the candidate."""
+
+    verdict: Literal["crash", "timeout"]
+    detail: str
+
+    @classmethod
+    def of(cls, error: DriverError) -> DriverFailure:
+        return cls("timeout" if isinstance(error, DriverTimeout) else "crash", str(error))
+
+    def check(self) -> CheckResult:
+        return CheckResult(name="runs", passed=False, detail=self.detail)
 
 
 @dataclass
 class Verification:
+    """The verification stage's value: the checks run (stopping at the first failure) and why it stopped."""
+
     checks: list[CheckResult] = field(default_factory=list)
     weakly_checked: bool = False
+    failure: DriverFailure | None = None
 
     @property
     def passed(self) -> bool:
-        return all(check.passed for check in self.checks)
+        return self.failure is None and all(check.passed for check in self.checks)
 
 
-def verify_candidate(session: DriverSession, shared: SharedSet, context: VerificationContext,
-                     verification: Verification) -> None:
-    """Append checks to `verification` until one fails. Driver crashes and timeouts propagate to the caller,
-    leaving the checks done so far in place."""
+def verify_candidate(session: DriverSession, shared: SharedSet, context: VerificationContext) -> Verification:
+    """Run the checks until one fails; a crash or hang ends them with a failed `runs` check."""
+    verification = Verification()
     runner = _CandidateRunner(session, shared, context)
-    for check in runner.checks():
-        verification.checks.append(check)
-        verification.weakly_checked = runner.weak_reference
+    try:
+        for check in runner.checks():
+            verification.checks.append(check)
+            verification.weakly_checked = runner.weak_reference
+            if not check.passed:
+                break
+    except DriverError as error:
+        verification.failure = DriverFailure.of(error)
+        verification.checks.append(verification.failure.check())
+    return verification
+
+
+def check_timed_outputs(sets: list[SharedSet], context: VerificationContext) -> CheckResult:
+    """After timing, each set still holds its last timed call's outputs (poisoned before every call): they must
+    be complete and correct, so a kernel that degrades after some calls is caught however fast it was."""
+    references = context.references
+    for index, shared in enumerate(sets):
+        case = references.seed_case(references.seeds[index % len(references.seeds)])
+        label = f"last timed call on set {index} ({case.label})"
+        for buffer in shared.outputs:
+            missing = unwritten_elements(buffer.tensor, context.chunk)
+            if missing:
+                return CheckResult(name="timed_outputs", passed=False,
+                                   detail=f"{label}: {missing} of {buffer.tensor.numel()} elements of output "
+                                   f"'{buffer.spec.name}' never written (still the poison pattern)")
+        check = context.compare([b.tensor for b in shared.outputs], case.outputs,
+                                [b.spec.name for b in shared.outputs], "timed_outputs", label)
         if not check.passed:
-            return
+            return check
+    return CheckResult(name="timed_outputs", passed=True,
+                       detail=f"the last timed call on each of {len(sets)} sets gave complete, correct outputs")
 
 
 class _CandidateRunner:
     def __init__(self, session: DriverSession, shared: SharedSet, context: VerificationContext) -> None:
         self.session, self.shared, self.context = session, shared, context
         self.weak_reference = False
+        self._previous: list[torch.Tensor] = []  # a copy of the last call's outputs
 
     def checks(self) -> Iterator[CheckResult]:
-        first = self.context.references.seed_case(self.context.references.seeds[0])
-        self.weak_reference = any(is_weak_reference(r) for r in first.outputs)
-        outputs = self._call(first)
+        references = self.context.references
+        first = references.seed_case(references.seeds[0])
+        self.weak_reference = any(is_weak_reference(r, self.context.chunk) for r in first.outputs)
+        self._call(first)
         yield CheckResult(name="runs", passed=True, detail="kb_forward returned 0 with no CUDA error")
-        yield self._outputs_written(outputs)
-        yield self._compare_all(outputs, first.outputs, "correct", first.label)
+        yield self._outputs_written()
+        yield self._compare(first.outputs, "correct", first.label)
         yield self._inputs_unchanged(first)
-        yield self._deterministic(outputs)
-        yield self._no_caching(outputs)
+        del first  # a per-case cache computes the next cases one at a time: hold none meanwhile
+        self._previous = [o.clone() for o in self._outputs]
+        yield self._deterministic()
+        yield self._no_caching()
         yield self._special_values()
 
-    def _call(self, case: ReferenceCase) -> list[torch.Tensor]:
-        """Fill the shared set with the case's arguments, poison the outputs, run once, copy the outputs out."""
-        self.shared.fill(case.tensor_args, case.params)
-        return self._rerun()
+    @property
+    def _outputs(self) -> list[torch.Tensor]:
+        return [buffer.tensor for buffer in self.shared.outputs]
 
-    def _rerun(self) -> list[torch.Tensor]:
+    @property
+    def _names(self) -> list[str]:
+        return [buffer.spec.name for buffer in self.shared.outputs]
+
+    def _call(self, case: ReferenceCase) -> None:
+        """Fill the shared set with the case's arguments and run the candidate once on it."""
+        self.shared.fill(case.tensor_args, case.params)
+        self._rerun()
+
+    def _rerun(self) -> None:
         self.shared.poison_outputs(POISON_BYTE)
         torch.cuda.synchronize(self.context.references.gpu)
         self.session.run(0, timeout_s=self.context.timeout_s)
-        return [buffer.tensor.clone() for buffer in self.shared.outputs]
 
-    def _outputs_written(self, outputs: list[torch.Tensor]) -> CheckResult:
-        counts = [(b.spec.name, unwritten_elements(o), o.numel()) for b, o in zip(self.shared.outputs, outputs,
-                                                                                   strict=True)]
+    def _compare(self, expected: list[torch.Tensor], check: str, label: str) -> CheckResult:
+        return self.context.compare(self._outputs, expected, self._names, check, label)
+
+    def _outputs_written(self) -> CheckResult:
+        counts = [(b.spec.name, unwritten_elements(b.tensor, self.context.chunk), b.tensor.numel())
+                  for b in self.shared.outputs]
         unwritten = [f"'{name}': {count} of {total}" for name, count, total in counts if count]
         if unwritten:
             return CheckResult(name="outputs_written", passed=False,
                                detail="elements never written (still the poison pattern): " + ", ".join(unwritten))
         return CheckResult(name="outputs_written", passed=True, detail="every output element was written")
 
-    def _compare_all(self, outputs: list[torch.Tensor], reference: list[torch.Tensor], name: str,
-                     label: str) -> CheckResult:
-        for buffer, output, expected in zip(self.shared.outputs, outputs, reference, strict=True):
-            comparison = compare_output(output, expected, tolerance_for(expected.dtype, self.context.policy),
-                                        f"{label}, output '{buffer.spec.name}'")
-            if not comparison.passed:
-                return CheckResult(name=name, passed=False, detail=comparison.detail)
-        return CheckResult(name=name, passed=True, detail=f"{label}: every output within tolerance "
-                           f"({self.context.policy} precision)")
-
     def _inputs_unchanged(self, case: ReferenceCase) -> CheckResult:
         buffers = self.shared.inputs + self.shared.params
         originals = case.tensor_args + case.params
         changed = [b.spec.name for b, original in zip(buffers, originals, strict=True)
-                   if not _same_bytes(b.tensor, original)]
+                   if not identical(b.tensor, original, self.context.chunk)]
         if changed:
             return CheckResult(name="inputs_unchanged", passed=False,
                                detail="kb_forward modified read-only arguments: " + ", ".join(changed))
         return CheckResult(name="inputs_unchanged", passed=True, detail="inputs and params are bitwise unchanged")
 
-    def _deterministic(self, first_outputs: list[torch.Tensor]) -> CheckResult:
-        repeats = [self._rerun() for _ in range(2)]
-        bitwise = all(_same_bytes(a, b) for repeat in repeats for a, b in zip(repeat, first_outputs, strict=True))
-        if bitwise:
-            return CheckResult(name="deterministic", passed=True, detail="repeated calls are bitwise identical")
-        for repeat in repeats:
-            check = self._compare_all(repeat, first_outputs, "deterministic", "repeated call on identical inputs")
+    def _same_as_previous(self) -> bool:
+        return all(identical(a, b, self.context.chunk) for a, b in zip(self._outputs, self._previous, strict=True))
+
+    def _deterministic(self) -> CheckResult:
+        bitwise = True
+        for _ in range(2):
+            self._rerun()
+            if self._same_as_previous():
+                continue
+            bitwise = False
+            check = self._compare(self._previous, "deterministic", "repeated call on identical inputs")
             if not check.passed:
                 return check.model_copy(update={"detail": check.detail + " (a race or uninitialised memory)"})
+        if bitwise:
+            return CheckResult(name="deterministic", passed=True, detail="repeated calls are bitwise identical")
         return CheckResult(name="deterministic", passed=True,
                            detail="repeated calls agree within tolerance (not bitwise: e.g. atomics order)")
 
-    def _no_caching(self, previous: list[torch.Tensor]) -> CheckResult:
+    def _no_caching(self) -> CheckResult:
         references = self.context.references
         for seed in references.seeds[1:]:
-            case = references.seed_case(seed)
-            outputs = self._call(case)
-            check = self._compare_all(outputs, case.outputs, "no_caching", f"{case.label} refilled into the same "
-                                      "buffers")
+            check = self._check_fresh_seed(seed)
             if not check.passed:
-                stale = all(_same_bytes(a, b) for a, b in zip(outputs, previous, strict=True))
-                suffix = " — the output is identical to the previous call's: results are being cached" if stale else ""
-                return check.model_copy(update={"detail": check.detail + suffix})
-            previous = outputs
+                return check
         fresh = len(references.seeds) - 1
         return CheckResult(name="no_caching", passed=True,
                            detail=f"{fresh} fresh seeds in the same buffers gave new correct outputs")
 
+    def _check_fresh_seed(self, seed: int) -> CheckResult:
+        case = self.context.references.seed_case(seed)
+        self._call(case)
+        check = self._compare(case.outputs, "no_caching", f"{case.label} refilled into the same buffers")
+        if not check.passed and self._same_as_previous():
+            return check.model_copy(update={"detail": check.detail + " — the output is identical to the previous "
+                                            "call's: results are being cached"})
+        for kept, output in zip(self._previous, self._outputs, strict=True):
+            kept.copy_(output)
+        return check
+
     def _special_values(self) -> CheckResult:
-        cases = self.context.references.special_cases()
-        if not cases:
+        labels = self.context.references.special_labels()
+        if not labels:
             return CheckResult(name="special_values", passed=True, detail="no floating-point inputs to perturb")
-        for case in cases:
-            check = self._compare_all(self._call(case), case.outputs, "special_values", case.label)
+        for label in labels:
+            check = self._check_special(label)
             if not check.passed:
                 return check
-        labels = ", ".join(label for label, _ in SPECIAL_CASES)
-        return CheckResult(name="special_values", passed=True, detail=f"correct for {labels}")
+        return CheckResult(name="special_values", passed=True,
+                           detail="correct for " + ", ".join(label for label, _ in SPECIAL_CASES))
 
-
-def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and torch.equal(as_bytes(a), as_bytes(b))
+    def _check_special(self, label: str) -> CheckResult:
+        case = self.context.references.special_case(label)
+        self._call(case)
+        return self._compare(case.outputs, "special_values", case.label)

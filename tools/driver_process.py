@@ -80,6 +80,7 @@ class TimeRequest(BaseModel):
     iters: int = Field(ge=1)
     sets: list[int] = Field(min_length=1)
     flush: bool
+    poison: bool
 
 
 class ProfileRequest(BaseModel):
@@ -105,11 +106,13 @@ class DriverReply(BaseModel):
 
 
 class TimingReply(DriverReply):
-    """Per timed call: CUDA-event and host-clock milliseconds; the host cost of an empty call."""
+    """Per timed call, the GPU milliseconds between events on the stream around kb_forward; over all calls
+    (warm-up included), how many still changed their outputs after the stream had finished (work escaped the
+    stream) and how many left an L2 access-policy window on the stream (cleared before the next call)."""
 
     event_ms: list[float]
-    host_ms: list[float]
-    overhead_ms: float
+    incomplete_calls: int
+    policy_windows: int
 
 
 ReplyT = TypeVar("ReplyT", bound=DriverReply)
@@ -243,9 +246,11 @@ class DriverSession:
         """One kb_forward call on a tensor set, synchronised and checked for CUDA errors."""
         self._request(RunRequest(set_index=set_index), DriverReply, timeout_s)
 
-    def time(self, sets: list[int], warmup: int, iters: int, flush: bool, timeout_s: float) -> TimingReply:
-        """`iters` timed calls after `warmup` untimed ones, rotating over `sets`, with an L2 flush before each."""
-        request = TimeRequest(warmup=warmup, iters=iters, sets=sets, flush=flush)
+    def time(self, sets: list[int], warmup: int, iters: int, flush: bool, timeout_s: float,
+             poison: bool = True) -> TimingReply:
+        """`iters` timed calls after `warmup` untimed ones, rotating over `sets`, with an L2 flush (and, with
+        `poison`, the outputs poisoned) before each."""
+        request = TimeRequest(warmup=warmup, iters=iters, sets=sets, flush=flush, poison=poison)
         return self._request(request, TimingReply, timeout_s)
 
     def profile(self, set_index: int, warmup: int, timeout_s: float) -> None:

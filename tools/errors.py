@@ -1,9 +1,12 @@
 """The one exception type whose message is a complete, one-line explanation for the user.
 
-The CLI prints such an error as `kernelblaster: <message>` and exits non-zero, never with a traceback.
-Every layer raises it (or a subclass) for bad input it can name: a broken file, a missing tool, a bad flag.
+The CLI prints such an error as `kernelblaster: <message>` and exits with its `exit_status`, never with a
+traceback. Every layer raises it (or a subclass) for bad input it can name: a broken file, a missing tool,
+a bad flag.
 """
 
 
 class UserFacingError(Exception):
     """Bad input or a missing prerequisite, explained in one line that names the thing at fault."""
+
+    exit_status = 2

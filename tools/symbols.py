@@ -46,6 +46,7 @@ class Library:
     include_pattern: str  # regex matched against the path inside #include <...>
     symbol_pattern: str | None  # regex matched against undefined symbols; None for header-only libraries
     link_names: tuple[str, ...]  # -l names when allowed
+    header: str  # the header a program using it includes (to check that it is installed)
 
 
 FORBIDDEN_APIS: tuple[ForbiddenApi, ...] = (
@@ -149,13 +150,13 @@ FORBIDDEN_APIS: tuple[ForbiddenApi, ...] = (
 )
 
 LIBRARIES: tuple[Library, ...] = (
-    Library("cublas", "cuBLAS", r"^cublas\w*\.h$", r"^cublas", ("cublas", "cublasLt")),
-    Library("cudnn", "cuDNN", r"^cudnn\w*\.h$", r"^cudnn", ("cudnn",)),
-    Library("cutlass", "CUTLASS/CuTe", r"^(?:cutlass|cute)/", None, ()),
-    Library("cufft", "cuFFT", r"^cufft\w*\.h$", r"^cufft", ("cufft",)),
-    Library("curand", "cuRAND host API", r"^curand\.h$", r"^curand(?!_)", ("curand",)),
-    Library("cusparse", "cuSPARSE", r"^cusparse\w*\.h$", r"^cusparse", ("cusparse",)),
-    Library("cusolver", "cuSOLVER", r"^cusolver\w*\.h$", r"^cusolver", ("cusolver",)),
+    Library("cublas", "cuBLAS", r"^cublas\w*\.h$", r"^cublas", ("cublas", "cublasLt"), "cublas_v2.h"),
+    Library("cudnn", "cuDNN", r"^cudnn\w*\.h$", r"^cudnn", ("cudnn",), "cudnn.h"),
+    Library("cutlass", "CUTLASS/CuTe", r"^(?:cutlass|cute)/", None, (), "cutlass/cutlass.h"),
+    Library("cufft", "cuFFT", r"^cufft\w*\.h$", r"^cufft", ("cufft",), "cufft.h"),
+    Library("curand", "cuRAND host API", r"^curand\.h$", r"^curand(?!_)", ("curand",), "curand.h"),
+    Library("cusparse", "cuSPARSE", r"^cusparse\w*\.h$", r"^cusparse", ("cusparse",), "cusparse.h"),
+    Library("cusolver", "cuSOLVER", r"^cusolver\w*\.h$", r"^cusolver", ("cusolver",), "cusolverDn.h"),
 )
 
 

@@ -10,8 +10,8 @@
 //   {"cmd":"setup","device":D,"flush_bytes":N,"sets":[{"inputs":[T..],"params":[T..],"outputs":[T..]}..]}
 //       T = {"handle":"<128 hex chars>","offset":B,"dtype":KBDtype,"shape":[..],"strides":[..]}
 //   {"cmd":"run","set":i}                                  -> {"ok":true,"rc":0}
-//   {"cmd":"time","warmup":W,"iters":N,"sets":[..],"flush":true}
-//                                   -> {"ok":true,"event_ms":[..],"host_ms":[..],"overhead_ms":x}
+//   {"cmd":"time","warmup":W,"iters":N,"sets":[..],"flush":true,"poison":true}
+//                                   -> {"ok":true,"event_ms":[..],"incomplete_calls":k,"policy_windows":m}
 //   {"cmd":"profile","warmup":W,"set":i}                   -> {"ok":true}
 //   {"cmd":"exit"}                                         -> {"ok":true}, then exit status 0
 // A CUDA error exits with status 3 after the reply (sticky errors leave the context unusable).
@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -126,6 +125,8 @@ struct Session {
   cudaEvent_t start = nullptr, stop = nullptr;
   void* flush_buffer = nullptr;
   size_t flush_bytes = 0;
+  bool persisting_l2 = false;  // the GPU can set L2 lines aside as persisting (Ampere and later)
+  int fingerprint_blocks = 0;
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -216,6 +217,16 @@ static std::vector<KBTensor> parse_tensors(Session& s, const Value& set, const c
   return out;
 }
 
+// Memory the candidate frees with cudaFreeAsync stays in the device's pool instead of going back to the OS
+// at every synchronise (the pool's default), so stream-ordered workspace costs what PyTorch's caching
+// allocator costs the baseline, not a remap per call.
+static void keep_pool_memory(int device) {
+  cudaMemPool_t pool = nullptr;
+  check(cudaDeviceGetDefaultMemPool(&pool, device), "reading the default memory pool");
+  uint64_t keep_all = UINT64_MAX;
+  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), "keeping pool memory");
+}
+
 static std::string handle_setup(Session& s, const Value& req) {
   if (s.ready) throw RequestError("setup was already done");
   check(cudaSetDevice(static_cast<int>(int_field(req, "device", 0, 0))), "selecting the device");
@@ -233,6 +244,13 @@ static std::string handle_setup(Session& s, const Value& req) {
   check(cudaEventCreate(&s.start), "creating the start event");
   check(cudaEventCreate(&s.stop), "creating the stop event");
   if (s.flush_bytes > 0) check(__real_cudaMalloc(&s.flush_buffer, s.flush_bytes), "allocating the L2 flush buffer");
+  int device = 0, persisting_max = 0, sms = 0;
+  check(cudaGetDevice(&device), "reading the device");
+  check(cudaDeviceGetAttribute(&persisting_max, cudaDevAttrMaxPersistingL2CacheSize, device), "reading L2 limits");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "reading the SM count");
+  s.persisting_l2 = persisting_max > 0;
+  s.fingerprint_blocks = 2 * sms;
+  keep_pool_memory(device);
   s.sets = std::move(sets);
   s.ready = true;
   return "{\"ok\":true}";
@@ -285,27 +303,75 @@ static std::string handle_run(Session& s, const Value& req) {
 // ---------------------------------------------------------------------------------------------------
 // time
 // ---------------------------------------------------------------------------------------------------
-using Clock = std::chrono::steady_clock;
 
-static double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
+static size_t dtype_bytes(int32_t dtype) {
+  switch (dtype) {
+    case KB_FLOAT64:
+    case KB_INT64:
+      return 8;
+    case KB_FLOAT32:
+    case KB_INT32:
+      return 4;
+    case KB_FLOAT16:
+    case KB_BFLOAT16:
+    case KB_INT16:
+      return 2;
+    default:
+      return 1;
+  }
 }
 
-// The host-clock cost of the timing sequence itself (event records and a device-wide synchronise around
-// nothing), so the Python side can subtract it from host_ms.
-static double empty_call_overhead_ms(const Session& s) {
-  constexpr int kSamples = 51;
-  std::vector<double> samples;
-  for (int i = 0; i < kSamples; ++i) {
-    check(cudaDeviceSynchronize(), "measuring the timing overhead");
-    Clock::time_point t0 = Clock::now();
-    check(cudaEventRecord(s.start, s.stream), "measuring the timing overhead");
-    check(cudaEventRecord(s.stop, s.stream), "measuring the timing overhead");
-    check(cudaDeviceSynchronize(), "measuring the timing overhead");
-    samples.push_back(ms_between(t0, Clock::now()));
+static size_t tensor_bytes(const KBTensor& t) {
+  size_t n = 1;
+  for (int d = 0; d < t.ndim; ++d) n *= static_cast<size_t>(t.shape[d]);
+  return n * dtype_bytes(t.dtype);
+}
+
+__device__ __forceinline__ uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+
+// A position-dependent hash of `bytes` bytes, added to *slot: any change of any byte changes it.
+__global__ void fingerprint(const unsigned char* data, size_t bytes, uint64_t salt, unsigned long long* slot) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool aligned = reinterpret_cast<uintptr_t>(data) % 8 == 0;
+  const size_t words = aligned ? bytes / 8 : 0;
+  uint64_t acc = 0;
+  for (size_t i = first; i < words; i += stride)
+    acc += mix64(reinterpret_cast<const uint64_t*>(data)[i] ^ (i * 0x9e3779b97f4a7c15ULL + salt));
+  for (size_t i = words * 8 + first; i < bytes; i += stride) acc += mix64(data[i] ^ (~i * 0x9e3779b97f4a7c15ULL + salt));
+  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+  if (threadIdx.x % 32 == 0) atomicAdd(slot, static_cast<unsigned long long>(acc));
+}
+
+static void fingerprint_outputs(const Session& s, const TensorSet& set, unsigned long long* slot) {
+  for (size_t i = 0; i < set.outputs.size(); ++i) {
+    const KBTensor& t = set.outputs[i];
+    fingerprint<<<s.fingerprint_blocks, 256, 0, s.stream>>>(static_cast<const unsigned char*>(t.data),
+                                                              tensor_bytes(t), 0x51ed27ULL * (i + 1), slot);
   }
-  std::nth_element(samples.begin(), samples.begin() + kSamples / 2, samples.end());
-  return samples[kSamples / 2];
+  check(cudaGetLastError(), "fingerprinting the outputs");
+}
+
+// Persisting L2 lines would survive the flush: before every timed call they become normal lines again, and
+// any access-policy window the candidate left on the stream is cleared. Returns whether one was left.
+static bool clear_persisting_l2(const Session& s) {
+  if (!s.persisting_l2) return false;
+  cudaStreamAttrValue window;
+  std::memset(&window, 0, sizeof window);
+  check(cudaStreamGetAttribute(s.stream, cudaStreamAttributeAccessPolicyWindow, &window), "reading the stream");
+  const bool left = window.accessPolicyWindow.num_bytes > 0;
+  if (left) {
+    std::memset(&window, 0, sizeof window);
+    check(cudaStreamSetAttribute(s.stream, cudaStreamAttributeAccessPolicyWindow, &window), "clearing the window");
+  }
+  check(cudaCtxResetPersistingL2Cache(), "resetting persisting L2 lines");
+  return left;
 }
 
 static std::string json_list(const std::vector<double>& values) {
@@ -318,46 +384,83 @@ static std::string json_list(const std::vector<double>& values) {
   return out + "]";
 }
 
-// One call k: flush L2, drain the device, then host clock and events around kb_forward. The device-wide
-// synchronise after the stop event also waits for work the candidate leaked onto other streams, which the
-// events miss: a host time far above event time plus overhead exposes it.
+// Zeroed device slots for the fingerprints of one time request, freed however the request ends.
+struct Fingerprints {
+  unsigned long long* slots = nullptr;
+  explicit Fingerprints(int64_t count) {
+    check(__real_cudaMalloc(reinterpret_cast<void**>(&slots), count * sizeof *slots), "allocating fingerprints");
+    check(cudaMemset(slots, 0, count * sizeof *slots), "clearing fingerprints");
+    check(cudaDeviceSynchronize(), "clearing fingerprints");  // cudaMemset does not order against our stream
+  }
+  ~Fingerprints() { cudaFree(slots); }
+  Fingerprints(const Fingerprints&) = delete;
+  Fingerprints& operator=(const Fingerprints&) = delete;
+};
+
+struct TimeRequest {
+  int64_t warmup, iters;
+  bool flush, poison;
+  std::vector<size_t> rotation;
+};
+
+static bool bool_field(const Value& req, const char* key, bool fallback) {
+  const Value* v = req.find(key);
+  if (v == nullptr) return fallback;
+  if (v->kind != Value::Bool) throw RequestError(std::string("field '") + key + "' must be a boolean");
+  return v->boolean;
+}
+
+static TimeRequest parse_time(const Session& s, const Value& req) {
+  TimeRequest t{int_field(req, "warmup", 10, 0), int_field(req, "iters", 100, 1), bool_field(req, "flush", true),
+                bool_field(req, "poison", true), {}};
+  for (const Value& v : field(req, "sets", Value::Array, "an array").items) t.rotation.push_back(set_index(s, v));
+  if (t.rotation.empty()) throw RequestError("field 'sets' must name at least one set");
+  return t;
+}
+
+// Call k: poison the set's outputs, clear persisting L2, flush L2 and drain the device; then events on the
+// stream around kb_forward (the score: GPU time on the stream) and a fingerprint of the outputs enqueued on
+// the stream right after the stop event, so it reads them the moment the stream's work is done. After a
+// device-wide synchronise the outputs are fingerprinted again: a difference means work that escaped the
+// stream was still writing them when the stream finished, and the events did not time it.
 static std::string handle_time(Session& s, const Value& req) {
   require_ready(s);
-  int64_t warmup = int_field(req, "warmup", 10, 0);
-  int64_t iters = int_field(req, "iters", 100, 1);
-  const Value* flush_field = req.find("flush");
-  if (flush_field != nullptr && flush_field->kind != Value::Bool) throw RequestError("field 'flush' must be a boolean");
-  bool flush = flush_field == nullptr || flush_field->boolean;
-  std::vector<size_t> rotation;
-  for (const Value& v : field(req, "sets", Value::Array, "an array").items) rotation.push_back(set_index(s, v));
-  if (rotation.empty()) throw RequestError("field 'sets' must name at least one set");
-
-  std::vector<double> event_ms, host_ms;
-  double overhead_ms = 0.0;
-  for (int64_t k = 0; k < warmup + iters; ++k) {
-    if (k == warmup) overhead_ms = empty_call_overhead_ms(s);
-    size_t set = rotation[k % rotation.size()];
-    if (flush && s.flush_buffer != nullptr)
+  const TimeRequest t = parse_time(s, req);
+  const int64_t calls = t.warmup + t.iters;
+  Fingerprints fingerprints(2 * calls);
+  unsigned long long* slots = fingerprints.slots;
+  std::vector<double> event_ms;
+  int64_t windows = 0;
+  for (int64_t k = 0; k < calls; ++k) {
+    size_t set = t.rotation[k % t.rotation.size()];
+    if (t.poison)
+      for (const KBTensor& out : s.sets[set].outputs)
+        check(cudaMemsetAsync(out.data, kPoisonByte, tensor_bytes(out), s.stream), "poisoning the outputs");
+    windows += clear_persisting_l2(s) ? 1 : 0;
+    if (t.flush && s.flush_buffer != nullptr)
       check(cudaMemsetAsync(s.flush_buffer, static_cast<int>(k & 0xff), s.flush_bytes, s.stream), "flushing L2");
     TensorSet args = s.sets[set];
     check(cudaDeviceSynchronize(), "before kb_forward, set " + std::to_string(set));
-    Clock::time_point t0 = Clock::now();
     check(cudaEventRecord(s.start, s.stream), "recording the start event");
     int rc = call_candidate(std::move(args), s.stream, set);
     cudaError_t err = cudaEventRecord(s.stop, s.stream);
+    if (err == cudaSuccess) fingerprint_outputs(s, s.sets[set], slots + 2 * k);
     if (err == cudaSuccess) err = cudaDeviceSynchronize();
-    Clock::time_point t1 = Clock::now();
     check_after_call(err, rc, set);
-    if (k < warmup) continue;
+    fingerprint_outputs(s, s.sets[set], slots + 2 * k + 1);
+    if (k < t.warmup) continue;
     float elapsed = 0.0f;
     check(cudaEventElapsedTime(&elapsed, s.start, s.stop), "reading the timing events");
     event_ms.push_back(elapsed);
-    host_ms.push_back(ms_between(t0, t1));
   }
-  char overhead[32];
-  std::snprintf(overhead, sizeof overhead, "%.9g", overhead_ms);
-  return "{\"ok\":true,\"event_ms\":" + json_list(event_ms) + ",\"host_ms\":" + json_list(host_ms) +
-         ",\"overhead_ms\":" + overhead + "}";
+  windows += clear_persisting_l2(s) ? 1 : 0;
+  std::vector<unsigned long long> hashes(2 * calls);
+  check(cudaMemcpy(hashes.data(), slots, hashes.size() * sizeof hashes[0], cudaMemcpyDeviceToHost),
+        "reading fingerprints");
+  int64_t incomplete = 0;
+  for (int64_t k = 0; k < calls; ++k) incomplete += hashes[2 * k] != hashes[2 * k + 1] ? 1 : 0;
+  return "{\"ok\":true,\"event_ms\":" + json_list(event_ms) + ",\"incomplete_calls\":" + std::to_string(incomplete) +
+         ",\"policy_windows\":" + std::to_string(windows) + "}";
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""harness/compare.py: output comparison (allclose + relative L2, NaN/Inf aware), poison and weak references."""
+"""harness/compare.py: output comparison (allclose + relative L2, NaN/Inf aware), poison and weak references,
+chunk by chunk: every answer is the same whatever the chunk size."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ import math
 import pytest
 import torch
 
-from kernelblaster.harness.compare import POISON_BYTE, as_bytes, compare_output, is_weak_reference, unwritten_elements
+from kernelblaster.harness.compare import (
+    POISON_BYTE,
+    as_bytes,
+    compare_output,
+    identical,
+    is_weak_reference,
+    unwritten_elements,
+)
 from kernelblaster.harness.precision import Tolerance, tolerance_for
 
 STRICT = tolerance_for(torch.float32, "strict")
@@ -37,7 +45,7 @@ def test_one_element_off_fails_and_the_detail_names_the_count_and_worst_element(
     assert not result.passed
     assert result.mismatches == 1
     assert "1 of 2048 elements outside tolerance" in result.detail
-    assert f"worst at finite index {3 * 32 + 5}" in result.detail
+    assert f"worst at element {3 * 32 + 5}" in result.detail
     assert f"expected {float(reference[3, 5]):.6g}" in result.detail
     assert result.detail.startswith("out: ")
 
@@ -157,3 +165,72 @@ def test_varying_references_are_not_weak(tensor: torch.Tensor) -> None:
 
 def test_as_bytes_gives_the_raw_bytes_of_a_zero_dimensional_tensor() -> None:
     assert as_bytes(torch.tensor(1.0)).tolist() == [0x00, 0x00, 0x80, 0x3F]
+
+
+# ---- chunks ----------------------------------------------------------------------------------------------
+# 2048 elements in chunks of 7: the last chunk is partial and every quantity crosses chunk boundaries.
+CHUNK = 7
+
+
+def test_a_chunked_comparison_finds_the_same_worst_element_and_errors(reference: torch.Tensor) -> None:
+    output = reference * (1 + 2e-5)
+    output[40, 3] += 0.5
+    whole = compare_output(output, reference, STRICT, "out")
+    chunked = compare_output(output, reference, STRICT, "out", chunk=CHUNK)
+    assert chunked.detail == whole.detail
+    assert (chunked.mismatches, chunked.passed) == (whole.mismatches, whole.passed) == (1, False)
+    assert chunked.rel_l2 == pytest.approx(whole.rel_l2, rel=1e-9)
+    assert f"worst at element {40 * 32 + 3}" in chunked.detail
+
+
+def test_a_chunked_comparison_counts_special_value_mismatches_across_chunks(reference: torch.Tensor) -> None:
+    reference.view(-1)[::100] = math.nan
+    output = reference.clone()
+    output.view(-1)[::200] = 0.0
+    result = compare_output(output, reference, STRICT, "out", chunk=CHUNK)
+    assert result.mismatches == len(range(0, 2048, 200))
+    assert "NaN must propagate" in result.detail
+
+
+def test_a_chunked_exact_comparison_counts_every_difference() -> None:
+    reference = torch.arange(1000, dtype=torch.int64)
+    output = reference.clone()
+    output[[3, 500, 999]] = -1
+    assert compare_output(output, reference, tolerance_for(torch.int64, "strict"), "idx", chunk=CHUNK).mismatches == 3
+
+
+def test_unwritten_elements_are_counted_across_chunks() -> None:
+    tensor = torch.randn(1000)
+    tensor[100:350].view(torch.uint8).fill_(POISON_BYTE)
+    assert unwritten_elements(tensor, chunk=CHUNK) == 250
+
+
+def test_identical_compares_every_chunk_bitwise() -> None:
+    tensor = torch.randn(1000)
+    other = tensor.clone()
+    assert identical(tensor, other, chunk=CHUNK)
+    other.view(torch.int32)[999] += 1  # the next float32: one bit in the last element
+    assert not identical(tensor, other, chunk=CHUNK)
+
+
+def test_a_weak_reference_is_judged_the_same_in_chunks() -> None:
+    varying, constant = torch.randn(1000), torch.full((1000,), 2.5)
+    assert not is_weak_reference(varying, chunk=CHUNK)
+    assert is_weak_reference(constant, chunk=CHUNK)
+
+
+# ---- the pytorch-default policy: KernelBench's check ------------------------------------------------------
+
+
+def test_pytorch_default_accepts_what_kernelbench_accepts_for_fp32(reference: torch.Tensor) -> None:
+    kernelbench = tolerance_for(torch.float32, "pytorch-default")
+    output = reference + 9e-3  # |out - ref| <= 1e-2 + 1e-2 * |ref| everywhere
+    assert compare_output(output, reference, kernelbench, "out").passed
+    assert not compare_output(output, reference, STRICT, "out").passed
+
+
+def test_pytorch_default_rejects_an_absolute_error_beyond_its_atol() -> None:
+    reference = torch.zeros(16)
+    output = torch.full((16,), 0.011)
+    result = compare_output(output, reference + 1e-30, tolerance_for(torch.float32, "pytorch-default"), "out")
+    assert not result.passed and result.mismatches == 16

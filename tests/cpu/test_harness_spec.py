@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelblaster.harness.analysis import spec_for_problem
 from kernelblaster.harness.problem import ProblemError, instantiate, load_problem
-from kernelblaster.harness.spec import ProblemSpec, TensorSpec, derive_spec, spec_for_problem
+from kernelblaster.harness.spec import ProblemSpec, TensorSpec, derive_spec
 
 PROBLEMS = Path(__file__).resolve().parents[1] / "fixtures" / "problems"
 

@@ -1,0 +1,171 @@
+"""One forward pass of a problem, off the GPU where possible, and what the harness plans with from it: the
+spec, the peak bytes the pass holds beyond its arguments, and the FLOPs it performs.
+
+The pass runs on the meta device (shapes only: a 16 GiB problem costs nothing) with the tensors it creates
+tracked as they come and go. Models the meta device cannot run (data-dependent shapes) fall back to the GPU
+when one is given, else to the CPU. Small recurrent models run untracked, on the GPU (its allocator then
+measures the footprint) or else the CPU: under any tracking mode, and on meta, PyTorch decomposes an RNN
+into per-step operators, which takes minutes where the fused kernel takes a second.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from pydantic import BaseModel, Field
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.flop_counter import FlopCounterMode
+
+from kernelblaster.harness.problem import Problem, ProblemError, ProblemInstance, instantiate
+from kernelblaster.harness.spec import ProblemSpec, run_forward, spec_from_output
+
+# Recurrent models on the CPU only while their arguments stay this small (they are KB-sized in KernelBench).
+CPU_FIRST_LIMIT_BYTES = 1 << 30
+
+
+class ForwardFootprint(BaseModel):
+    """What one reference forward pass needs besides its inputs and parameters."""
+
+    peak_bytes: int = Field(description="Most bytes of tensors the forward pass created that were alive at once "
+                                        "(its outputs and intermediates; library workspaces not included), bytes")
+    flops: int = Field(description="Floating-point operations of the pass as PyTorch's FLOP counter sees them "
+                                   "(matrix products and convolutions; elementwise work counts as zero)")
+    tracked: bool = Field(default=True, description="False when the pass ran untracked (small recurrent models): "
+                                                    "flops is then 0, and peak_bytes, off the GPU, an upper bound")
+
+
+@dataclass(frozen=True)
+class ProblemAnalysis:
+    spec: ProblemSpec
+    footprint: ForwardFootprint
+    device: str  # where the forward pass ran: "meta", "cpu" or "cuda:N"
+
+
+def analyse_problem(problem: Problem, gpu: int | None) -> ProblemAnalysis:
+    """Derive the spec and footprint on the cheapest device that can run the model (see the module docstring)."""
+    if _recurrent_and_small(problem):
+        return _untracked_on_gpu(problem, gpu) if gpu is not None else _untracked_on_cpu(problem)
+    try:
+        return _analyse_on(problem, "meta")
+    except ProblemError:
+        if gpu is not None:
+            return _analyse_on(problem, f"cuda:{gpu}")
+        with _one_cpu_thread():
+            return _analyse_on(problem, "cpu")
+
+
+def spec_for_problem(problem: Problem, gpu: int | None) -> ProblemSpec:
+    return analyse_problem(problem, gpu).spec
+
+
+def _analyse_on(problem: Problem, device: str) -> ProblemAnalysis:
+    instance = instantiate(problem, 0, device)
+    tracker = _LiveTensorTracker(_argument_tensors(instance))
+    with FlopCounterMode(display=False) as flops, tracker:
+        raw_output = run_forward(instance)
+    footprint = ForwardFootprint(peak_bytes=tracker.peak_bytes, flops=int(flops.get_total_flops()))
+    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, device)
+
+
+def _untracked_on_gpu(problem: Problem, gpu: int) -> ProblemAnalysis:
+    device = f"cuda:{gpu}"
+    instance = instantiate(problem, 0, device)
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    raw_output = run_forward(instance)
+    torch.cuda.synchronize(device)
+    footprint = ForwardFootprint(peak_bytes=torch.cuda.max_memory_allocated(device) - before, flops=0, tracked=False)
+    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, device)
+
+
+def _untracked_on_cpu(problem: Problem) -> ProblemAnalysis:
+    with _one_cpu_thread():
+        instance = instantiate(problem, 0, "cpu")
+        raw_output = run_forward(instance)
+    footprint = ForwardFootprint(peak_bytes=CPU_FIRST_LIMIT_BYTES, flops=0, tracked=False)
+    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, "cpu")
+
+
+@contextmanager
+def _one_cpu_thread() -> Iterator[None]:
+    """Intra-op threads of a small model spin against each other on a busy machine (an LSTM of KernelBench:
+    40 s with two threads on a loaded 2-core host, 1.6 s with one), so CPU passes use one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _recurrent_and_small(problem: Problem) -> bool:
+    try:
+        instance = instantiate(problem, 0, "meta")
+    except ProblemError:
+        return False  # the model cannot even be built on meta; the fallback device decides
+    if not any(isinstance(module, nn.RNNBase) for module in instance.model.modules()):
+        return False
+    return sum(_nbytes(t) for t in _argument_tensors(instance)) <= CPU_FIRST_LIMIT_BYTES
+
+
+def _argument_tensors(instance: ProblemInstance) -> list[torch.Tensor]:
+    module_tensors = [*instance.model.parameters(), *instance.model.buffers()]
+    return [*instance.tensor_args, *instance.initial_state.values(), *module_tensors]
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+class _LiveTensorTracker(TorchDispatchMode):
+    """Peak bytes of the storages that operators create, counted while any tensor still uses them.
+
+    Storages of the arguments and the model's state are excluded: views of them and in-place updates cost
+    nothing new.
+    """
+
+    def __init__(self, existing: list[torch.Tensor]) -> None:
+        super().__init__()
+        self._excluded = {_storage_key(t) for t in existing}
+        self._live: dict[int, list[int]] = {}  # storage key -> [tensors using it, its bytes]
+        self._current = 0
+        self.peak_bytes = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        for leaf in tree_leaves(result):
+            if isinstance(leaf, torch.Tensor):
+                self._track(leaf)
+        return result
+
+    def _track(self, tensor: torch.Tensor) -> None:
+        key = _storage_key(tensor)
+        if key in self._excluded:
+            return
+        entry = self._live.get(key)
+        if entry is None:
+            entry = self._live[key] = [0, tensor.untyped_storage().nbytes()]
+            self._current += entry[1]
+            self.peak_bytes = max(self.peak_bytes, self._current)
+        entry[0] += 1
+        weakref.finalize(tensor, self._release, key)
+
+    def _release(self, key: int) -> None:
+        entry = self._live[key]
+        entry[0] -= 1
+        if entry[0] == 0:
+            self._current -= entry[1]
+            del self._live[key]
+
+
+def _storage_key(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage()._cdata

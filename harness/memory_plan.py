@@ -1,0 +1,170 @@
+"""Decide, before anything is allocated, how one problem's evaluation uses GPU memory.
+
+From the problem's sizes (inputs, params and outputs of the spec; the peak of one reference forward pass)
+and the GPU's free memory, the plan fixes: how many shared argument sets rotate while timing (at least one;
+more only where they fit), whether reference cases are kept for later candidates or computed one case at
+a time and dropped, how many input sets the PyTorch baseline rotates over, and the element count of one
+comparison chunk. Everything else that lives on the GPU meanwhile is counted: the test driver's own CUDA
+context, its L2 flush buffer, headroom for the candidate's workspace, one copy of the outputs (determinism
+and staleness checks), one comparison chunk's temporaries, and a safety share for allocator rounding.
+When even one set with one reference case cannot fit, the plan says `too_large` with the bytes needed and
+available, and nothing runs. A plan is pure arithmetic: it is computed and tested without a GPU.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from kernelblaster.harness.dtypes import dtype_info
+from kernelblaster.harness.references import SPECIAL_CASES, ReferenceHolding
+from kernelblaster.harness.spec import ProblemSpec, TensorSpec
+
+GIB = 1 << 30
+MIB = 1 << 20
+MAX_ROTATING_SETS = 4
+# The driver process's CUDA context, module and stream-ordered pool bookkeeping (about 0.5 GiB on Hopper).
+DRIVER_CONTEXT_BYTES = 768 * MIB
+# Room for the candidate's own workspace: a quarter of one argument set, at least 1 GiB.
+WORKSPACE_SHARE = 0.25
+MIN_WORKSPACE_BYTES = 1 * GIB
+# cuBLAS / cuDNN workspaces of the reference forward pass, which the meta device cannot see.
+LIBRARY_WORKSPACE_BYTES = 512 * MIB
+# One comparison chunk holds about 32 bytes of temporaries per element (two float64 copies, masks, errors).
+COMPARE_CHUNK_BYTES = 256 * MIB
+COMPARE_BYTES_PER_ELEMENT = 32
+# Allocator rounding and fragmentation.
+SAFETY_SHARE = 0.05
+# Reference cases are kept for later candidates only while they take at most this share of free memory.
+CACHE_SHARE = 0.25
+
+class ProblemSizes(BaseModel):
+    """The bytes a problem moves and holds, from its spec and one forward pass."""
+
+    input_bytes: int = Field(description="Tensor inputs of the forward pass (get_inputs), bytes")
+    param_bytes: int = Field(description="Parameters and buffers (state_dict), bytes")
+    output_bytes: int = Field(description="Returned tensors, bytes")
+    forward_peak_bytes: int = Field(description="Peak bytes one reference forward pass creates and holds at once "
+                                                "(outputs and intermediates), bytes")
+    float_inputs: bool = Field(description="Whether any input is floating point (then special-value cases run)")
+
+    @property
+    def set_bytes(self) -> int:
+        return self.input_bytes + self.param_bytes + self.output_bytes
+
+    @classmethod
+    def of(cls, spec: ProblemSpec, forward_peak_bytes: int) -> ProblemSizes:
+        return cls(input_bytes=_bytes(spec.inputs), param_bytes=_bytes(spec.params), output_bytes=_bytes(spec.outputs),
+                   forward_peak_bytes=forward_peak_bytes,
+                   float_inputs=any(dtype_info(t.dtype).torch_dtype.is_floating_point for t in spec.inputs))
+
+
+class GpuMemory(BaseModel):
+    """What the GPU offers an evaluation."""
+
+    name: str = Field(description="The GPU's name")
+    free_bytes: int = Field(description="Free device memory when the plan was made (cudaMemGetInfo, plus what "
+                                        "PyTorch had cached but not used), bytes")
+    l2_bytes: int = Field(description="L2 cache size; the flush buffer is twice this, bytes")
+
+
+class MemoryPlan(BaseModel):
+    """How an evaluation uses GPU memory, decided before anything is allocated."""
+
+    fits: bool = Field(description="False when even one argument set with one reference case does not fit: "
+                                   "the verdict is then `too_large`")
+    rotating_sets: int = Field(description="Shared input/param/output sets the candidate's timing rotates over "
+                                           "(verification uses the first); 0 when it does not fit")
+    references: ReferenceHolding = Field(description="`cached`: reference cases computed once and kept for every "
+                                                     "candidate; `per_case`: each case computed when checked, "
+                                                     "then dropped")
+    baseline_sets: int = Field(description="Input sets the PyTorch baseline rotates over")
+    compare_chunk_elements: int = Field(description="Elements compared per chunk, bounding comparison temporaries")
+    flush_bytes: int = Field(description="The driver's L2 flush buffer, bytes")
+    workspace_headroom_bytes: int = Field(description="Room left for the candidate's own workspace, bytes")
+    needed_bytes: int = Field(description="GPU memory the plan needs at its peak (for `too_large`: with one set), "
+                                          "bytes")
+    available_bytes: int = Field(description="GPU memory free when the plan was made, bytes")
+    sizes: ProblemSizes
+    gpu: str = Field(description="The GPU planned for")
+
+    def too_large_summary(self) -> str:
+        return (f"the problem needs {_gib(self.needed_bytes)} of GPU memory for one argument set "
+                f"({_gib(self.sizes.set_bytes)}) with one reference case, the driver, its flush buffer and the "
+                f"candidate's workspace, but {_gib(self.available_bytes)} are free on {self.gpu}")
+
+
+def plan_memory(sizes: ProblemSizes, gpu: GpuMemory, seeds: int) -> MemoryPlan:
+    """The plan with the most rotating sets that fit; references cached when they fit beside those sets."""
+    flush = 2 * gpu.l2_bytes
+    workspace = max(MIN_WORKSPACE_BYTES, int(WORKSPACE_SHARE * sizes.set_bytes))
+    fixed = DRIVER_CONTEXT_BYTES + flush + workspace + int(SAFETY_SHARE * gpu.free_bytes)
+    per_case = fixed + _per_case_reference_bytes(sizes)
+    sets = _sets_that_fit(sizes.set_bytes, per_case, gpu.free_bytes)
+    cached_cases = _case_count(sizes, seeds) * _case_bytes(sizes)
+    cached = fixed + cached_cases + _computing_bytes(sizes) + _comparing_bytes(sizes) + sets * sizes.set_bytes
+    caching = cached_cases <= CACHE_SHARE * gpu.free_bytes and cached <= gpu.free_bytes
+    # The baseline is timed in this process while cached references are still held.
+    baseline_sets = _baseline_sets(sizes, gpu.free_bytes - (cached_cases if caching else 0))
+    common = {"compare_chunk_elements": compare_chunk_elements(), "flush_bytes": flush,
+              "workspace_headroom_bytes": workspace, "available_bytes": gpu.free_bytes, "sizes": sizes,
+              "gpu": gpu.name}
+    if sets == 0 or baseline_sets == 0:
+        needed = max(per_case + sizes.set_bytes, _baseline_bytes(sizes, 1) + int(SAFETY_SHARE * gpu.free_bytes))
+        return MemoryPlan(fits=False, rotating_sets=0, references="per_case", baseline_sets=0, needed_bytes=needed,
+                          **common)
+    return MemoryPlan(fits=True, rotating_sets=sets, references="cached" if caching else "per_case",
+                      baseline_sets=baseline_sets,
+                      needed_bytes=cached if caching else per_case + sets * sizes.set_bytes, **common)
+
+
+def compare_chunk_elements() -> int:
+    return COMPARE_CHUNK_BYTES // COMPARE_BYTES_PER_ELEMENT
+
+
+def _case_bytes(sizes: ProblemSizes) -> int:
+    """A reference case held: its inputs, its params (to fill a set with) and its outputs."""
+    return sizes.set_bytes
+
+
+def _computing_bytes(sizes: ProblemSizes) -> int:
+    """Computing a case beyond what it keeps: the model's own copy of the params and the forward pass."""
+    return sizes.param_bytes + sizes.forward_peak_bytes + LIBRARY_WORKSPACE_BYTES
+
+
+def _comparing_bytes(sizes: ProblemSizes) -> int:
+    """Checking a case beyond the case itself: one copy of the outputs and one chunk's temporaries."""
+    return sizes.output_bytes + COMPARE_CHUNK_BYTES
+
+
+def _per_case_reference_bytes(sizes: ProblemSizes) -> int:
+    """One case at a time: the larger of computing it and checking against it."""
+    computing = sizes.input_bytes + sizes.param_bytes + _computing_bytes(sizes)
+    return max(computing, _case_bytes(sizes) + _comparing_bytes(sizes))
+
+
+def _case_count(sizes: ProblemSizes, seeds: int) -> int:
+    return seeds + (len(SPECIAL_CASES) if sizes.float_inputs else 0)
+
+
+def _sets_that_fit(set_bytes: int, other_bytes: int, free_bytes: int) -> int:
+    room = free_bytes - other_bytes
+    return max(0, min(MAX_ROTATING_SETS, room // max(set_bytes, 1)))
+
+
+def _baseline_bytes(sizes: ProblemSizes, sets: int) -> int:
+    """Timing PyTorch: the model, its initial state, `sets` input sets and one forward pass at a time."""
+    return 2 * sizes.param_bytes + sets * sizes.input_bytes + sizes.forward_peak_bytes + LIBRARY_WORKSPACE_BYTES
+
+
+def _baseline_sets(sizes: ProblemSizes, free_bytes: int) -> int:
+    room = int((1 - SAFETY_SHARE) * free_bytes)
+    fitting = [n for n in range(1, MAX_ROTATING_SETS + 1) if _baseline_bytes(sizes, n) <= room]
+    return max(fitting, default=0)
+
+
+def _bytes(tensors: list[TensorSpec]) -> int:
+    return sum(t.numel * dtype_info(t.dtype).itemsize for t in tensors)
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / GIB:.1f} GiB"
