@@ -66,11 +66,13 @@ def test_run_and_profile_name_the_set_with_the_key_set(tmp_path: Path) -> None:
     assert profile == {"cmd": "profile", "warmup": 3, "set": 1}
 
 
-def test_time_returns_one_event_and_host_sample_per_timed_call() -> None:
-    with fake_session() as session:
+def test_time_returns_one_event_sample_per_timed_call_and_the_escape_counts(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    with fake_session(request_log=log) as session:
         timing = session.time(sets=[0, 1], warmup=2, iters=7, flush=True, timeout_s=10)
-    assert len(timing.event_ms) == 7 and len(timing.host_ms) == 7
-    assert timing.overhead_ms == pytest.approx(0.01)
+    assert len(timing.event_ms) == 7
+    assert (timing.incomplete_calls, timing.policy_windows) == (0, 0)
+    assert json.loads(log.read_text().splitlines()[0])["poison"] is True
 
 
 def test_close_sends_exit_and_the_driver_ends_with_status_zero(tmp_path: Path) -> None:
@@ -122,7 +124,7 @@ def test_a_nonzero_kb_forward_return_is_reported_and_the_driver_keeps_serving() 
             session.run(0, timeout_s=10)
         assert raised.value.rc == 7 and raised.value.exit_status is None
         timing = session.time(sets=[0], warmup=0, iters=1, flush=False, timeout_s=10)
-    assert len(timing.host_ms) == 1
+    assert len(timing.event_ms) == 1
 
 
 def test_megabytes_of_stderr_and_non_json_stdout_do_not_block_or_confuse_the_reply() -> None:

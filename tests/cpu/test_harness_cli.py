@@ -19,6 +19,10 @@ import pytest
 import torch
 
 from kernelblaster.graph.cli import main
+from kernelblaster.harness.build import check_libraries_installed
+from kernelblaster.harness.cli import exit_status
+from kernelblaster.harness.result import EvalResult
+from kernelblaster.tools.errors import UserFacingError
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = ROOT / "examples" / "problems" / "elementwise_swish_scale.py"
@@ -74,9 +78,9 @@ def test_eval_compiles_and_reports_verdict_no_gpu(eval_report) -> None:
 
 
 @needs_nvcc
-def test_eval_without_a_gpu_exits_non_zero_with_a_one_line_explanation(eval_report) -> None:
-    assert eval_report.returncode != 0
-    assert_one_line_error(eval_report.stderr, "no CUDA GPU")
+def test_eval_without_a_gpu_exits_with_status_5_and_a_one_line_explanation(eval_report) -> None:
+    assert eval_report.returncode == 5
+    assert_one_line_error(eval_report.stderr, "no_gpu", "no CUDA GPU")
 
 
 @needs_nvcc
@@ -136,6 +140,37 @@ def test_eval_of_a_missing_candidate_is_a_one_line_error(tmp_path: Path, capsys:
 def test_baseline_without_a_gpu_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["baseline", str(PROBLEM)]) == 2
     assert_one_line_error(capsys.readouterr().err, "no CUDA GPU")
+
+
+@pytest.mark.parametrize(
+    ("verdict", "status"),
+    [("ok", 0), ("incorrect", 1), ("compile_error", 1), ("suspicious", 1), ("crash", 1), ("timeout", 1),
+     ("harness_error", 3), ("too_large", 4), ("no_gpu", 5)],
+)
+def test_eval_exit_status_says_whether_the_candidate_or_something_else_failed(verdict: str, status: int) -> None:
+    result = EvalResult(verdict=verdict, summary="", problem="p.py", problem_sha256="0", candidate="c.cu",
+                        source_sha256="0", arch="sm_90", precision="strict", compiled=True)
+    assert exit_status(result) == status
+
+
+def _installed(library: str, cache_dir: Path) -> bool:
+    try:
+        check_libraries_installed(frozenset({library}), "sm_90", cache_dir)
+    except UserFacingError:
+        return False
+    return True
+
+
+@needs_nvcc
+def test_allowing_a_library_that_is_not_installed_is_an_environment_error_not_a_compile_error(
+    cache_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if _installed("cudnn", cache_dir):
+        pytest.skip("cuDNN is installed here")
+    assert main(["eval", str(PROBLEM), str(NAIVE), "--allow", "cudnn"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert_one_line_error(captured.err, "--allow cudnn: cuDNN is not installed", "cudnn.h")
 
 
 def test_header_prints_the_problem_header(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,6 @@ from kernelblaster.harness.roofline import HEADROOM, GpuPeaks, roofline_check, r
 from kernelblaster.harness.spec import ProblemSpec, TensorSpec
 from kernelblaster.harness.stats import TimingStats
 from kernelblaster.harness.timing import (
-    ESCAPE_FLOOR_MS,
     MAX_ITERATIONS,
     MIN_ITERATIONS,
     TARGET_TIMED_SECONDS,
@@ -82,41 +81,26 @@ def test_iteration_plan_keeps_a_minimum_for_slow_calls() -> None:
 # ---- stream_escape_check -------------------------------------------------------------------------------
 
 
-def timing(event_ms: float, host_ms: float, overhead_ms: float = 0.005) -> CandidateTiming:
-    """A CandidateTiming as time_candidate builds it, from the median event and host-clock times."""
-    return CandidateTiming(
-        event=TimingStats.from_samples([event_ms]),
-        host=TimingStats.from_samples([host_ms]),
-        overhead_ms=overhead_ms,
-        escape_gap_ms=host_ms - overhead_ms - event_ms,
-        rotating_sets=2,
-        l2_flush=True,
-    )
+def timing(incomplete_calls: int, calls: int = 40) -> CandidateTiming:
+    return CandidateTiming(event=TimingStats.from_samples([0.010]), rotating_sets=2, l2_flush=True, calls=calls,
+                           incomplete_calls=incomplete_calls, policy_windows=0)
 
 
-def test_a_large_gap_between_host_clock_and_events_is_flagged() -> None:
-    # 10 us on the stream, 1 ms of device time: the work ran on another stream.
-    check = stream_escape_check(timing(event_ms=0.010, host_ms=1.015))
+def test_calls_whose_outputs_changed_after_the_stream_finished_fail_stream_escape() -> None:
+    check = stream_escape_check(timing(incomplete_calls=3))
     assert check.name == "stream_escape"
     assert not check.passed
-    assert "escaped the timed stream" in check.detail
+    assert "3 of 40 calls" in check.detail and "escaped the timed stream" in check.detail
 
 
-def test_a_small_gap_passes() -> None:
-    check = stream_escape_check(timing(event_ms=1.000, host_ms=1.012))
+def test_a_single_incomplete_call_is_enough_to_fail() -> None:
+    assert not stream_escape_check(timing(incomplete_calls=1, calls=1000)).passed
+
+
+def test_calls_whose_outputs_were_final_when_the_stream_finished_pass() -> None:
+    check = stream_escape_check(timing(incomplete_calls=0))
     assert check.passed
-    assert "agree" in check.detail
-
-
-def test_a_gap_below_the_floor_passes_even_for_a_tiny_kernel() -> None:
-    # 2 us kernel, 12 us gap: a large share but within host jitter.
-    assert ESCAPE_FLOOR_MS > 0.012
-    assert stream_escape_check(timing(event_ms=0.002, host_ms=0.019)).passed
-
-
-def test_a_gap_above_the_floor_but_a_small_share_of_a_long_call_passes() -> None:
-    # 100 us of jitter on a 10 ms call is 1%.
-    assert stream_escape_check(timing(event_ms=10.0, host_ms=10.105)).passed
+    assert "final" in check.detail
 
 
 # ---- roofline ------------------------------------------------------------------------------------------

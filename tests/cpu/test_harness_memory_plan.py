@@ -1,0 +1,121 @@
+"""harness/memory_plan.py: how an evaluation uses GPU memory, decided from sizes alone (no GPU), and the plan
+of every KernelBench problem on an H100's memory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kernelblaster.harness.analysis import analyse_problem
+from kernelblaster.harness.memory_plan import (
+    CACHE_SHARE,
+    GIB,
+    MAX_ROTATING_SETS,
+    MIB,
+    GpuMemory,
+    MemoryPlan,
+    ProblemSizes,
+    plan_memory,
+)
+from kernelblaster.harness.problem import load_problem
+
+REPO = Path(__file__).resolve().parents[2]
+# An H100 80GB HBM3 as the harness sees it: free memory once its own CUDA context exists, and its L2.
+H100 = GpuMemory(name="NVIDIA H100 80GB HBM3", free_bytes=int(79.1 * GIB), l2_bytes=50 * MIB)
+SEEDS = 5
+
+
+def sizes(inputs_gib: float, params_gib: float = 0.0, outputs_gib: float | None = None,
+          forward_gib: float | None = None) -> ProblemSizes:
+    outputs = inputs_gib if outputs_gib is None else outputs_gib
+    return ProblemSizes(input_bytes=int(inputs_gib * GIB), param_bytes=int(params_gib * GIB),
+                        output_bytes=int(outputs * GIB), forward_peak_bytes=int((forward_gib or outputs) * GIB),
+                        float_inputs=True)
+
+
+def test_a_small_problem_rotates_the_most_sets_and_keeps_its_references() -> None:
+    plan = plan_memory(sizes(0.01), H100, SEEDS)
+    assert plan.fits
+    assert (plan.rotating_sets, plan.references, plan.baseline_sets) == (MAX_ROTATING_SETS, "cached",
+                                                                        MAX_ROTATING_SETS)
+    assert plan.needed_bytes <= plan.available_bytes
+
+
+def test_references_too_large_to_keep_are_computed_one_case_at_a_time() -> None:
+    # 9 cases of 3 GiB each exceed a quarter of the free memory.
+    plan = plan_memory(sizes(1.5), H100, SEEDS)
+    assert CACHE_SHARE * H100.free_bytes < 9 * 3 * GIB
+    assert plan.fits and plan.references == "per_case"
+
+
+def test_a_16_gib_problem_gets_the_most_sets_that_fit_and_no_more() -> None:
+    # KernelBench level1/45_Average_Pooling_2D: 16 GiB in, 0.13 GiB out.
+    problem = sizes(16.0, outputs_gib=0.13)
+    plan = plan_memory(problem, H100, SEEDS)
+    assert plan.fits and plan.references == "per_case"
+    assert 1 <= plan.rotating_sets < MAX_ROTATING_SETS
+    assert plan.needed_bytes <= H100.free_bytes < plan.needed_bytes + problem.set_bytes
+
+
+def test_every_set_and_every_other_allocation_is_counted_in_the_peak() -> None:
+    problem = sizes(8.0)  # KernelBench level1/39_L2Norm_: 8 GiB in, 8 GiB out
+    plan = plan_memory(problem, H100, SEEDS)
+    others = plan.flush_bytes + plan.workspace_headroom_bytes + problem.output_bytes
+    assert plan.needed_bytes >= plan.rotating_sets * problem.set_bytes + problem.set_bytes + others
+
+
+def test_a_problem_that_cannot_fit_one_set_is_too_large_before_anything_runs() -> None:
+    plan = plan_memory(sizes(40.0), H100, SEEDS)
+    assert not plan.fits
+    assert (plan.rotating_sets, plan.baseline_sets) == (0, 0)
+    assert plan.needed_bytes > plan.available_bytes
+    summary = plan.too_large_summary()
+    assert f"{plan.needed_bytes / GIB:.1f} GiB" in summary and "79.1 GiB are free on NVIDIA H100" in summary
+
+
+def test_a_problem_whose_baseline_cannot_fit_is_too_large() -> None:
+    # Inputs fit once beside the driver, but the model's parameters twice over (model and its state) do not.
+    plan = plan_memory(sizes(0.01, params_gib=38.0, outputs_gib=0.01), H100, SEEDS)
+    assert not plan.fits
+
+
+def test_the_flush_buffer_is_twice_the_l2_cache() -> None:
+    assert plan_memory(sizes(0.01), H100, SEEDS).flush_bytes == 100 * MIB
+
+
+def test_comparison_chunks_are_bounded_whatever_the_problem() -> None:
+    small, large = plan_memory(sizes(0.01), H100, SEEDS), plan_memory(sizes(8.0), H100, SEEDS)
+    assert small.compare_chunk_elements == large.compare_chunk_elements <= 16 * 1 << 20
+
+
+def test_the_plan_round_trips_through_json() -> None:
+    plan = plan_memory(sizes(8.0), H100, SEEDS)
+    assert MemoryPlan.model_validate_json(plan.model_dump_json()) == plan
+
+
+# ---- every KernelBench problem -------------------------------------------------------------------------------
+
+
+def kernelbench_dir() -> Path | None:
+    """$KERNELBENCH_DIR, else a copy in the repository's .kernelbench/, else ../shared/kernelbench beside it."""
+    candidates = [os.environ.get("KERNELBENCH_DIR"), REPO / ".kernelbench", REPO.parent / "shared" / "kernelbench"]
+    return next((Path(c) for c in candidates if c and (Path(c) / "level1").is_dir()), None)
+
+
+def kernelbench_problems() -> list[Path]:
+    root = kernelbench_dir()
+    if root is None:
+        return []
+    return sorted(path for level in ("level1", "level2", "level3") for path in (root / level).glob("*.py"))
+
+
+@pytest.mark.skipif(kernelbench_dir() is None, reason="no KernelBench copy (set KERNELBENCH_DIR)")
+@pytest.mark.parametrize("path", kernelbench_problems(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_kernelbench_problem_gets_a_plan_on_an_h100(path: Path) -> None:
+    analysis = analyse_problem(load_problem(path), gpu=None)
+    plan = plan_memory(ProblemSizes.of(analysis.spec, analysis.footprint.peak_bytes), H100, SEEDS)
+    assert plan.fits, plan.too_large_summary()
+    assert plan.needed_bytes <= plan.available_bytes
+    assert plan.rotating_sets >= 1 and plan.baseline_sets >= 1

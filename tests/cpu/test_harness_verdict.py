@@ -1,0 +1,120 @@
+"""harness/verdict.py: the one place a verdict is decided, from what the stages found, in the order of
+responsibility; and how an exception of the harness is kept (one line, the traceback aside)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelblaster.harness.build import BuildResult
+from kernelblaster.harness.memory_plan import GIB, MIB, GpuMemory, ProblemSizes, plan_memory
+from kernelblaster.harness.result import CandidateTiming, CheckResult, Roofline
+from kernelblaster.harness.stats import TimingStats
+from kernelblaster.harness.verdict import Findings, Measurement, Score, decide
+from kernelblaster.harness.verify import DriverFailure, Verification
+
+BUILT = BuildResult(stage="ok", violations=[], compile=None, link=None, source_path=Path("candidate.cu"),
+                    header_path=Path("kb_problem.h"), executable=Path("candidate"))
+GPU = GpuMemory(name="Test GPU", free_bytes=80 * GIB, l2_bytes=50 * MIB)
+
+
+def passing(*names: str) -> list[CheckResult]:
+    return [CheckResult(name=name, passed=True, detail="fine") for name in names]
+
+
+def failing(name: str) -> CheckResult:
+    return CheckResult(name=name, passed=False, detail=f"{name} went wrong")
+
+
+def timing(ms: float = 0.5) -> CandidateTiming:
+    return CandidateTiming(event=TimingStats.from_samples([ms]), rotating_sets=2, l2_flush=True, calls=40,
+                           incomplete_calls=0, policy_windows=0)
+
+
+def score(floor_passed: bool) -> Score:
+    roofline = Roofline(compulsory_bytes=1, flops=0, peak_bandwidth_gbs=1.0, peak_tflops=1.0, floor_ms=0.1,
+                        limited_by="memory")
+    return Score(roofline, CheckResult(name="roofline", passed=floor_passed, detail="below the floor"), None, None)
+
+
+def raised(error: Exception) -> Findings:
+    findings = Findings(checks=passing("static", "compile"), stage="verify")
+    try:
+        raise error
+    except Exception as caught:
+        findings.fail_harness(caught)
+    return findings
+
+
+def test_a_build_that_failed_decides_before_anything_else() -> None:
+    build = BUILT.model_copy(update={"stage": "compile_error"})
+    findings = raised(RuntimeError("never reached"))
+    assert decide(build, findings)[0] == "compile_error"
+
+
+def test_an_exception_in_the_harness_is_a_harness_error_whatever_else_was_found() -> None:
+    findings = raised(RuntimeError("CUDA out of memory. Tried to allocate 12.00 GiB\nmore lines"))
+    findings.checks.append(failing("correct"))
+    verdict, summary = decide(BUILT, findings)
+    assert verdict == "harness_error"
+    assert summary == ("the harness failed in stage verify, not the candidate: RuntimeError: CUDA out of memory. "
+                       "Tried to allocate 12.00 GiB")
+
+
+def test_a_harness_failure_keeps_the_traceback_apart_from_its_one_line() -> None:
+    failure = raised(ValueError("bad\nsecond line")).harness_failure
+    assert failure is not None
+    assert (failure.stage, failure.error) == ("verify", "ValueError: bad")
+    assert "Traceback (most recent call last)" in failure.traceback and "raised" in failure.traceback
+
+
+def test_no_gpu_says_so() -> None:
+    assert decide(BUILT, Findings(checks=passing("static", "compile"), no_gpu=True))[0] == "no_gpu"
+
+
+def test_a_plan_that_does_not_fit_is_too_large_and_names_the_bytes() -> None:
+    plan = plan_memory(ProblemSizes(input_bytes=60 * GIB, param_bytes=0, output_bytes=60 * GIB,
+                                    forward_peak_bytes=60 * GIB, float_inputs=True), GPU, seeds=5)
+    verdict, summary = decide(BUILT, Findings(checks=passing("static", "compile"), plan=plan))
+    assert verdict == "too_large"
+    assert "80.0 GiB are free on Test GPU" in summary
+
+
+def test_a_crash_is_the_candidates() -> None:
+    findings = Findings(checks=passing("static", "compile"))
+    findings.add_verification(Verification(checks=[DriverFailure("crash", "illegal address").check()],
+                                            failure=DriverFailure("crash", "illegal address")))
+    assert decide(BUILT, findings) == ("crash", "illegal address")
+
+
+def test_the_first_failed_check_makes_it_incorrect() -> None:
+    findings = Findings(checks=[*passing("static", "compile", "runs"), failing("correct")])
+    assert decide(BUILT, findings) == ("incorrect", "failed check 'correct': correct went wrong")
+
+
+@pytest.mark.parametrize("check", ["stream_escape", "timed_outputs"])
+def test_a_failed_check_on_the_timed_calls_makes_it_incorrect(check: str) -> None:
+    findings = Findings(checks=passing("static", "compile", "runs", "correct"))
+    findings.add_measurement(Measurement(timing(), [failing(check)]))
+    assert decide(BUILT, findings)[0] == "incorrect"
+    assert not findings.passed
+
+
+def test_a_time_below_the_roofline_floor_is_suspicious() -> None:
+    findings = Findings(checks=passing("static", "compile", "runs", "correct"))
+    findings.add_measurement(Measurement(timing(), passing("stream_escape", "timed_outputs")))
+    findings.add_score(score(floor_passed=False))
+    assert decide(BUILT, findings) == ("suspicious", "below the floor")
+
+
+def test_a_measured_correct_kernel_is_ok_with_its_time() -> None:
+    findings = Findings(checks=passing("static", "compile", "runs", "correct"))
+    findings.add_measurement(Measurement(timing(0.25), passing("stream_escape", "timed_outputs")))
+    findings.add_score(score(floor_passed=True))
+    assert decide(BUILT, findings) == ("ok", "correct; 250.0 us")
+
+
+def test_a_verified_kernel_not_yet_timed_is_ok() -> None:
+    assert decide(BUILT, Findings(checks=passing("static", "compile", "runs", "correct"))) == (
+        "ok", "passed every correctness check")
