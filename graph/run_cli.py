@@ -20,6 +20,7 @@ from kernelblaster.graph.context import ROLES, STRUCTURED_OUTPUT_METHODS, RunCon
 from kernelblaster.graph.cost import ModelPrice, load_prices, parse_price
 from kernelblaster.graph.progress import ProgressDisplay
 from kernelblaster.graph.run_files import RunFiles, write_text_atomically
+from kernelblaster.harness.precision import PRECISION_POLICIES
 from kernelblaster.tools.errors import UserFacingError
 
 # Flag -> RunContext field, for the flags that set one directly.
@@ -45,7 +46,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     optimize.add_argument("--kb", metavar="PATH", help="knowledge base file (default: $KERNELBLASTER_KB, ...)")
     optimize.add_argument("--run-dir", metavar="DIR", help="run directory (default: runs/<problem>-<time>)")
     optimize.add_argument("--gpus", type=_gpu_list, metavar="0,1", help="CUDA devices sharing the GPU work")
-    optimize.add_argument("--precision", choices=("strict", "tf32", "fp16"), help="numerical freedom (strict)")
+    optimize.add_argument("--precision", choices=PRECISION_POLICIES, help="numerical freedom (strict)")
     optimize.add_argument("--allow", type=_name_list, metavar="LIBS", help="libraries candidates may use")
     optimize.add_argument("--seed", type=int, help="seed of the optimization sampling")
     optimize.set_defaults(func=run_optimize)

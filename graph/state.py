@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict
 
 from kernelblaster.kb.selection import SelectedOptimization
 
-StepOutcome = Literal["measured", "suspicious", "compile_failed", "verify_failed", "crashed", "llm_failed"]
+# `harness_error`: the harness could not judge the candidate (twice): in the replay buffer, never in the KB.
+StepOutcome = Literal["measured", "suspicious", "compile_failed", "verify_failed", "crashed", "llm_failed",
+                      "harness_error"]
 
 
 class Value(BaseModel):

@@ -1,7 +1,8 @@
 """`check_initial`: build, verify (numerically, then the soft check) and measure the initial draft.
 
 A draft that passes becomes the initial and best kernel; one that fails leaves feedback for the next
-`write_initial` try. The graph decides from `initial` and `initial_attempts` where to go next.
+`write_initial` try. The graph decides from `initial` and `initial_attempts` where to go next. When the
+harness cannot judge the draft even on a second try, no draft could be judged: the run stops with why.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from kernelblaster.nodes.kernels import (
     compile_feedback,
     measure_on_gpu,
     measured_kernel,
+    not_judged,
     soft_verify,
     verify_feedback,
     verify_on_gpu,
 )
+from kernelblaster.tools.errors import UserFacingError
 
 NODE = "check_initial"
 
@@ -37,7 +40,7 @@ def check_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
         assert built.result is not None, "a failed build says why"
         files.save(files.result_path(draft.label, "build"), built.result)
         return _failed(runtime, state, compile_feedback(draft, built.result), built.result.summary, [])
-    verified = verify_on_gpu(resources, built)
+    verified = _judged_or_stop(verify_on_gpu(resources, built))
     files.save(files.result_path(draft.label, "verify"), verified)
     if verified.verdict != "ok":
         return _failed(runtime, state, verify_feedback(draft, verified), verified.summary, [])
@@ -49,13 +52,19 @@ def _soft_check_and_measure(runtime: Runtime[RunContext], state: OptimizationSta
     feedback, usage = soft_verify(resources, draft, NODE)
     if feedback is not None:
         return _failed(runtime, state, feedback, feedback.message, usage)
-    measured = measure_on_gpu(resources, built, verified)
+    measured = _judged_or_stop(measure_on_gpu(resources, built, verified))
     path = resources.files.save(resources.files.result_path(draft.label, "measure"), measured)
     if measured.verdict != "ok":
         return _failed(runtime, state, verify_feedback(draft, measured), measured.summary, usage)
     kernel = measured_kernel(draft, measured, path)
     write_note(runtime, ProgressNote(node=NODE, text=f"initial CUDA correct: {measured.summary}"))
     return {"initial": kernel, "best": kernel, "draft": None, "initial_feedback": None, "token_usage": usage}
+
+
+def _judged_or_stop(result: EvalResult) -> EvalResult:
+    if not_judged(result):
+        raise UserFacingError(f"the harness could not judge the initial kernel ({result.verdict}): {result.summary}")
+    return result
 
 
 def _failed(runtime: Runtime[RunContext], state: OptimizationState, feedback: Feedback | None, why: str,

@@ -1,6 +1,7 @@
 """`evaluate`: time the verified candidate against the PyTorch baselines and profile it, on a GPU.
 
-A time below the roofline floor is `suspicious`: recorded and reported, never rewarded or kept.
+A time below the roofline floor is `suspicious`: recorded and reported, never rewarded or kept. A result
+the harness could not judge (even on a second try) ends the step as `harness_error`, never learned from.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import StepEnding, TrajectoryState
-from kernelblaster.nodes.kernels import measure_on_gpu, measured_kernel, read_result
+from kernelblaster.nodes.kernels import measure_on_gpu, measured_kernel, not_judged, read_result
 
 NODE = "evaluate"
 
@@ -29,6 +30,8 @@ def evaluate(state: TrajectoryState, runtime: Runtime[RunContext], *, services: 
     if result.verdict == "ok":
         return {"ending": StepEnding(outcome="measured", detail=result.summary,
                                      after=measured_kernel(candidate, result, path))}
+    if not_judged(result):
+        return {"ending": StepEnding(outcome="harness_error", detail=result.summary)}
     if result.verdict == "suspicious":
         return {"ending": StepEnding(outcome="suspicious", detail=result.summary,
                                      after=measured_kernel(candidate, result, path))}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from importlib import resources
 from typing import Self
 
@@ -13,13 +14,14 @@ from pydantic import BaseModel, Field
 
 from kernelblaster.graph.agents import AgentFailed, AnswerFormatError
 from kernelblaster.graph.run_files import RunFiles
-from kernelblaster.graph.services import BuiltCandidate, RunResources
+from kernelblaster.graph.services import BuiltCandidate, Evaluator, RunResources
 from kernelblaster.graph.state import Candidate, Feedback, KernelRef, TokenUsage
-from kernelblaster.harness.result import EvalResult
+from kernelblaster.harness.result import NOT_THE_CANDIDATES, EvalResult
 from kernelblaster.nodes.prompting import load_prompt
 from kernelblaster.tools.errors import UserFacingError
 
 COMPILE_LOG_CHARS = 4000
+HARNESS_RETRIES = 1
 _FENCED = re.compile(r"```[a-zA-Z+]*\n(.*?)```", re.DOTALL)
 _TECHNIQUE_COMMENT = re.compile(r"^\s*//\s*technique:\s*([a-z0-9_.-]+)", re.IGNORECASE)
 # `technique: NAME`, also as models decorate it (**technique:** `NAME`).
@@ -139,16 +141,29 @@ def measured_kernel(candidate: Candidate, result: EvalResult, result_path: str) 
 
 
 def verify_on_gpu(resources: RunResources, built: BuiltCandidate) -> EvalResult:
-    with resources.pool.acquire() as evaluator:
-        result = evaluator.verify(built)
-    if result.verdict == "no_gpu":
-        raise UserFacingError("no CUDA GPU is visible, so candidates cannot be verified (run on a GPU machine)")
-    return result
+    return _judged(resources, lambda evaluator: evaluator.verify(built))
 
 
 def measure_on_gpu(resources: RunResources, built: BuiltCandidate, verified: EvalResult) -> EvalResult:
-    with resources.pool.acquire() as evaluator:
-        return evaluator.measure(built, verified, profile=resources.context.profile)
+    return _judged(resources, lambda evaluator: evaluator.measure(built, verified, profile=resources.context.profile))
+
+
+def not_judged(result: EvalResult) -> bool:
+    """The harness could not judge the candidate (it failed, or the problem does not fit the GPU): the result
+    says nothing about the kernel, so it is neither feedback for the agent nor evidence for the KB."""
+    return result.verdict in NOT_THE_CANDIDATES
+
+
+def _judged(resources: RunResources, stage: Callable[[Evaluator], EvalResult]) -> EvalResult:
+    """Run a GPU stage, once more if the harness could not judge; without a GPU the run cannot go on."""
+    for _ in range(1 + HARNESS_RETRIES):
+        with resources.pool.acquire() as evaluator:
+            result = stage(evaluator)
+        if not not_judged(result):
+            return result
+    if result.verdict == "no_gpu":
+        raise UserFacingError("no CUDA GPU is visible, so candidates cannot be run (resume the run on a GPU machine)")
+    return result
 
 
 def read_result(files: RunFiles, relative: str) -> EvalResult:

@@ -3,7 +3,9 @@
 The KB learns deterministically from every attempt that reached the harness (failures are evidence too),
 under the event id (run, iteration, trajectory, step): a resumed run that records the step again changes
 nothing. A suspicious result counts as an attempt but is never rewarded, and never becomes the kernel the
-trajectory stands on. A faster kernel does, and the next step starts from it.
+trajectory stands on. A faster kernel does, and the next step starts from it. A step the harness could not
+judge (`harness_error`) is kept in the replay buffer but teaches the KB nothing: it is no evidence about
+the technique.
 """
 
 from __future__ import annotations

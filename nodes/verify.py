@@ -2,7 +2,8 @@
 still does everything the PyTorch model does.
 
 A wrong result leaves the failing check's detail as feedback for the next lowering try, or ends the step
-when its verify retries are spent; a crash or a hang ends the step at once.
+when its verify retries are spent; a crash or a hang ends the step at once. When the harness could not
+judge the candidate even on a second try, the step ends as `harness_error`, which the KB never learns from.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import Feedback, StepEnding, TokenUsage, TrajectoryState
-from kernelblaster.nodes.kernels import soft_verify, verify_feedback, verify_on_gpu
+from kernelblaster.nodes.kernels import not_judged, soft_verify, verify_feedback, verify_on_gpu
 
 NODE = "verify"
 
@@ -25,6 +26,9 @@ def verify(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Se
     files = resources.files
     result = verify_on_gpu(resources, resources.build(files.read(candidate.source), candidate.label))
     files.save(files.result_path(candidate.label, "verify"), result)
+    if not_judged(result):
+        write_note(runtime, trajectory_note(NODE, state, f"not judged: {result.summary[:200]}"))
+        return {"ending": StepEnding(outcome="harness_error", detail=result.summary)}
     if result.verdict in ("crash", "timeout"):
         write_note(runtime, trajectory_note(NODE, state, f"{result.verdict}: {result.summary[:200]}"))
         return {"ending": StepEnding(outcome="crashed", detail=result.summary)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fixtures.graph.recorded_evaluator import EvaluationLog
 from fixtures.graph.scenario import (
     FAITHFUL,
@@ -22,6 +23,7 @@ from kernelblaster.graph.state import StepRecord
 from kernelblaster.kb.edits import Deprecate
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.nodes.kernels import SoftVerdict
+from kernelblaster.tools.errors import UserFacingError
 
 
 def _run(tmp_path: Path, lowering: list, log: EvaluationLog | None = None, **settings):
@@ -192,3 +194,42 @@ def test_a_kernel_caught_escaping_its_stream_while_timed_ends_the_step_as_verify
     assert finished.follows("trajectory/evaluate", "trajectory/record_step")
     assert _steps(finished)[0].outcome == "verify_failed"
     assert finished.state["best"].time_ms == 0.9
+
+
+def _stats(tmp_path: Path, step: StepRecord):
+    return KnowledgeBase.load(tmp_path / "kb" / "kb.json").document.states[step.state_id].optimization(
+        step.technique).stats
+
+
+def test_a_candidate_the_harness_cannot_judge_is_tried_twice_then_ends_the_step_unlearned(tmp_path: Path) -> None:
+    log = EvaluationLog()
+    finished, models = _run(tmp_path, [initial_kernel(), applies_first_offered("harness_error")], log=log, depth=1)
+    step = _steps(finished)[0]
+    assert finished.follows("trajectory/verify", "trajectory/record_step")
+    assert (step.outcome, step.kb_updated) == ("harness_error", False)
+    assert log.labels("verify").count(log.labels("verify")[-1]) == 2
+    assert _stats(tmp_path, step).attempts == 0
+    assert len(models["lowering"].prompts) == 2  # no retry prompt blames the kernel
+
+
+def test_a_harness_failure_that_clears_on_the_second_try_goes_on_to_timing(tmp_path: Path) -> None:
+    log = EvaluationLog()
+    finished, _ = _run(tmp_path, [initial_kernel(), applies_first_offered("flaky_harness 0.5")], log=log, depth=1)
+    step = _steps(finished)[0]
+    assert (step.outcome, step.kb_updated) == ("measured", True)
+    assert log.labels("verify").count(log.labels("measure")[-1]) == 2
+    assert _stats(tmp_path, step).measured == 1
+
+
+def test_a_run_that_finds_no_gpu_stops_without_teaching_the_kb(tmp_path: Path) -> None:
+    with pytest.raises(UserFacingError, match="no CUDA GPU is visible"):
+        _run(tmp_path, [initial_kernel(), applies_first_offered("no_gpu 0.5")], depth=1)
+    kb = KnowledgeBase.load(tmp_path / "kb" / "kb.json")
+    assert all(o.stats.attempts == 0 for state in kb.document.states.values() for o in state.optimizations)
+
+
+def test_an_initial_draft_the_harness_cannot_judge_stops_the_run_without_spending_an_attempt(tmp_path: Path) -> None:
+    models = chat_models([initial_kernel("harness_error")])
+    with pytest.raises(UserFacingError, match=r"could not judge the initial kernel \(harness_error\)"):
+        run_graph(services_for(models, EvaluationLog()), small_context(tmp_path))
+    assert len(models["lowering"].prompts) == 1
