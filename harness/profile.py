@@ -20,22 +20,23 @@ DEFAULT_FINDINGS_CHARS = 4000
 class ProfileReport(BaseModel):
     """A successful profile of every kernel one call launched, in launch order."""
 
-    status: Literal["ok"] = "ok"
-    ncu: NcuReport
-    kernel_count: int
-    total_elapsed_cycles: float
-    total_gpu_time_ns: float
-    signature_fields: tuple[str, ...] = SIGNATURE_FIELDS
-    signature: list[float]
-    signature_summary: str
-    findings: str
+    status: Literal["ok"] = Field(default="ok", description="`ok`: a profile was taken")
+    ncu: NcuReport = Field(description="ncu's details page, parsed: every kernel with its metrics and rule results")
+    kernel_count: int = Field(description="Kernels one call launched")
+    total_elapsed_cycles: float = Field(description="Sum of the kernels' elapsed cycles (the paper's metric)")
+    total_gpu_time_ns: float = Field(description="Sum of the kernels' durations under the profiler, ns")
+    signature_fields: tuple[str, ...] = Field(default=SIGNATURE_FIELDS,
+                                              description="Names of the signature's entries, in order")
+    signature: list[float] = Field(description="The performance-state signature the KB indexes, in [0, 1] each")
+    signature_summary: str = Field(description="The signature in words")
+    findings: str = Field(description="The profile rendered for the agents: bottlenecks and ncu's advice")
 
 
 class ProfileUnavailable(BaseModel):
     """No profile, and why (ncu missing, no permission for the counters, ...); the evaluation goes on."""
 
-    status: Literal["unavailable"] = "unavailable"
-    reason: str
+    status: Literal["unavailable"] = Field(default="unavailable", description="`unavailable`: no profile")
+    reason: str = Field(description="Why not (ncu missing, no permission for the counters, a failed run ...)")
 
 
 ProfileOutcome = Annotated[ProfileReport | ProfileUnavailable, Field(discriminator="status")]

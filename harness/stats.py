@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import statistics
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class TimingStats(BaseModel):
-    median_ms: float
-    p25_ms: float
-    p75_ms: float
-    min_ms: float
-    max_ms: float
-    mean_ms: float
-    cv: float
-    samples: int
+    """Summary of per-call times in milliseconds."""
+
+    median_ms: float = Field(description="Median time per call, ms")
+    p25_ms: float = Field(description="25th percentile, ms")
+    p75_ms: float = Field(description="75th percentile, ms")
+    min_ms: float = Field(description="Fastest call, ms")
+    max_ms: float = Field(description="Slowest call, ms")
+    mean_ms: float = Field(description="Mean, ms")
+    cv: float = Field(description="Coefficient of variation: population standard deviation over the mean (0.01 = 1%)")
+    samples: int = Field(description="Timed calls summarised")
 
     @property
     def iqr_ms(self) -> float:

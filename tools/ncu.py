@@ -206,12 +206,12 @@ class Metric(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    section: str
-    label: str
-    name: str
-    unit: str
-    value: float | None
-    text: str
+    section: str  # ncu section the row belongs to, e.g. "GPU Speed Of Light Throughput"
+    label: str  # the row's sub-heading within the section, "" when it has none
+    name: str  # metric name as the details page prints it, e.g. "Memory Throughput"
+    unit: str  # its unit as printed with --print-units base (byte, cycle, %, ...)
+    value: float | None  # the number, in `unit`
+    text: str  # the value exactly as printed
 
 
 class RuleFinding(BaseModel):
@@ -219,12 +219,12 @@ class RuleFinding(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    section: str
-    rule: str
-    type: str
-    description: str
-    estimated_speedup_type: str
-    estimated_speedup: float | None
+    section: str  # ncu section whose rule produced it
+    rule: str  # the rule's name
+    type: str  # OPT, WRN, INF or ERR
+    description: str  # ncu's advice, as written
+    estimated_speedup_type: str  # "local" (this kernel) or "global" (the whole workload), "" when none
+    estimated_speedup: float | None  # ncu's estimate of the gain, percent
 
 
 class StallReason(BaseModel):
@@ -244,17 +244,17 @@ class PipeUtilization(BaseModel):
 class KernelProfile(BaseModel):
     """Everything the details page says about one kernel launch."""
 
-    id: int
-    name: str
-    block_size: tuple[int, int, int]
-    grid_size: tuple[int, int, int]
-    device: str
-    compute_capability: str
-    stream: str
+    id: int  # launch index in the profiled call, from 0
+    name: str  # the kernel's (demangled) name
+    block_size: tuple[int, int, int]  # threads per block, (x, y, z)
+    grid_size: tuple[int, int, int]  # blocks, (x, y, z)
+    device: str  # the GPU's name
+    compute_capability: str  # e.g. "9.0"
+    stream: str  # the stream it ran on, as ncu names it
     registers_per_thread: int | None
-    shared_memory_bytes: int | None
-    metrics: dict[str, list[Metric]]
-    rules: list[RuleFinding]
+    shared_memory_bytes: int | None  # static plus dynamic shared memory per block, bytes
+    metrics: dict[str, list[Metric]]  # every metric row, by section
+    rules: list[RuleFinding]  # every rule result
 
     @property
     def short_name(self) -> str:
@@ -376,9 +376,10 @@ def _find_value(metrics: dict[str, list[Metric]], section: str, name: str) -> fl
 
 
 class NcuReport(BaseModel):
-    """Every profiled kernel launch in launch order, with the totals the paper measures by."""
+    """Every profiled kernel launch in launch order, with the totals the paper measures by (computed fields:
+    kernel_count; total_elapsed_cycles, cycles; total_gpu_time_ns, ns)."""
 
-    kernels: list[KernelProfile]
+    kernels: list[KernelProfile]  # in launch order
 
     @computed_field
     @property
