@@ -203,3 +203,28 @@ def test_fresh_workspace_reads_as_poison_under_run(executable: Path) -> None:
         session.run(0, timeout_s=30)
     torch.cuda.synchronize()
     assert bool((y.view(torch.int32) == -1).all())  # every byte 0xFF, a NaN for float32
+
+
+def _persisting_l2_supported() -> bool:
+    """Persisting L2 lines (access-policy windows) exist from Ampere (compute capability 8.0) on."""
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _persisting_l2_supported(), reason="this GPU has no persisting L2")
+def test_a_persisting_l2_window_is_cleared_and_earns_nothing_across_the_flush(tmp_path: Path,
+                                                                                 build_cache: Path) -> None:
+    # 24 MiB of input read per call: from DRAM after a flush, from L2 if persisting lines survived it.
+    x, y = torch.randn(6 << 20, device="cuda"), torch.empty(1024, device="cuda")
+    arch = "sm_{}{}".format(*torch.cuda.get_device_capability())
+    medians, windows = {}, {}
+    for name, prefix in (("window", ""), ("honest", "#define KB_NO_WINDOW\n")):
+        source = prefix + (FIXTURES / "persisting_l2_window.cu").read_text()
+        built = build_candidate(source, HEADER, tmp_path / name, arch=arch, allow=frozenset(), cache_dir=build_cache)
+        assert built.executable is not None, built.log
+        with DriverSession(built.executable) as session:
+            session.setup(one_set(x, y), flush_bytes=L2_FLUSH_BYTES)
+            timing = session.time(sets=[0], warmup=10, iters=200, flush=True, timeout_s=120)
+        medians[name], windows[name] = sorted(timing.event_ms)[100], timing.policy_windows
+    assert windows == {"window": 210, "honest": 0}
+    assert medians["window"] >= 0.85 * medians["honest"], medians
