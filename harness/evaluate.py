@@ -219,6 +219,7 @@ class CandidateEvaluator:
         findings.plan = self.plan
         if not findings.plan.fits:
             return
+        findings.stage = "setup"
         with SharedMemoryPool(self.gpu) as pool:
             sets = [pool.allocate_set(self.spec) for _ in range(self.plan.rotating_sets if measure else 1)]
             self._in_driver(built, sets, findings, verify, measure)

@@ -1,7 +1,10 @@
 """GPU specification of the harness: real driver, real IPC, real kernels, real timing and profiling.
 
 Every hand-written cheating kernel is rejected by the check meant for it; every unusual but correct kernel
-is accepted; crashes and hangs are contained; examples verify, time and beat their naive versions.
+is accepted, ten timings in a row; crashes and hangs are contained; examples verify, time and beat their
+naive versions; a problem at KernelBench's scale is compared in chunks within its memory plan; a problem
+larger than the GPU is `too_large` before anything runs; a failure of the harness itself is
+`harness_error` and the next evaluation is unaffected.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from cases import ACCEPTED, EXAMPLES, REJECTED, SWISH, AcceptCase, CheatCase, ExampleCase
 
+from kernelblaster.harness import verify
 from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions, evaluate_candidate
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.harness.profile import ProfileReport
@@ -22,6 +27,8 @@ from kernelblaster.harness.signature import SIGNATURE_FIELDS
 
 pytestmark = pytest.mark.gpu
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
+PROBLEM_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "problems"
+ESCAPE_RUNS = 10
 
 
 @pytest.fixture(scope="session")
@@ -115,3 +122,103 @@ def test_eval_cli_prints_json_with_verdict_and_speedup(cache_dir: Path) -> None:
     assert report["verdict"] == "ok"
     assert report["speedup"]["vs_best"] > 0
     assert {"compiled", "compile_log", "checks", "timing", "profile", "roofline", "source_sha256"} <= report.keys()
+
+
+# ---- stream_escape: no false verdict, ten times in a row ----------------------------------------------------
+CORRECT_KERNELS = [pytest.param(case.problem, case.candidate, id=f"unusual/{case.id}") for case in ACCEPTED] + [
+    pytest.param(case.problem, kernel, id=f"{case.id}/{kernel.stem}") for case in EXAMPLES
+    for kernel in (case.naive, case.fast)]
+
+
+@pytest.mark.parametrize(("problem", "kernel"), CORRECT_KERNELS)
+def test_a_correct_kernel_passes_every_timed_check_ten_times_in_a_row(problem: Path, kernel: Path,
+                                                                       cache_dir: Path) -> None:
+    evaluator = CandidateEvaluator(load_problem(problem), quick(cache_dir))
+    built = evaluator.build(kernel.read_text(), str(kernel))
+    verified = evaluator.verify(built)
+    assert verified.verdict == "ok", verified.summary
+    for run in range(ESCAPE_RUNS):
+        measured = evaluator.measure(built, verified, profile=False)
+        assert measured.verdict == "ok", f"run {run + 1}: {measured.summary}"
+        assert measured.timing is not None and measured.timing.incomplete_calls == 0
+
+
+def test_work_escaping_the_stream_is_rejected_ten_times_in_a_row(cache_dir: Path) -> None:
+    escape = next(case for case in REJECTED if case.id == "side_stream_escape")
+    evaluator = CandidateEvaluator(load_problem(escape.problem), quick(cache_dir))
+    built = evaluator.build(escape.candidate.read_text(), str(escape.candidate))
+    verified = evaluator.verify(built)
+    assert verified.verdict == "ok", verified.summary  # correct once the device is synchronised
+    for run in range(ESCAPE_RUNS):
+        measured = evaluator.measure(built, verified, profile=False)
+        assert measured.verdict == "incorrect", f"run {run + 1}: {measured.summary}"
+        assert measured.failed_check is not None and measured.failed_check.name == "stream_escape"
+        assert measured.speedup is None and measured.roofline is None
+
+
+def test_a_kernel_that_degrades_in_the_timed_calls_fails_the_timed_output_check(cache_dir: Path) -> None:
+    degrades = next(case for case in REJECTED if case.id == "degrades_after_warmup")
+    result = evaluate_candidate(degrades.problem, degrades.candidate, quick(cache_dir))
+    assert result.verdict == "incorrect"
+    assert result.failed_check is not None and result.failed_check.name == "timed_outputs"
+    assert "never written" in result.failed_check.detail
+    assert [c.name for c in result.checks if c.passed][-2:] == ["special_values", "stream_escape"]
+
+
+# ---- memory ------------------------------------------------------------------------------------------------
+
+
+def test_a_six_gib_problem_is_compared_in_chunks_within_its_memory_plan(cache_dir: Path) -> None:
+    problem = PROBLEM_FIXTURES / "large_relu.py"
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    result = evaluate_candidate(problem, FIXTURES / "relu_grid_stride.cu", quick(cache_dir))
+    assert result.verdict == "ok", result.summary
+    plan = result.memory
+    assert plan is not None and plan.fits and plan.references == "per_case"
+    assert [c.name for c in result.checks][-3:] == ["stream_escape", "timed_outputs", "roofline"]
+    # What this process allocated through PyTorch (references, the output copy, comparison chunks) stays within
+    # the plan's peak less the shared sets, which are allocated outside PyTorch.
+    torch_peak = torch.cuda.max_memory_allocated() - before
+    assert torch_peak <= plan.needed_bytes - plan.rotating_sets * plan.sizes.set_bytes, (torch_peak, plan)
+
+
+def test_a_problem_larger_than_the_gpu_is_too_large_before_anything_runs(cache_dir: Path) -> None:
+    before = torch.cuda.memory_allocated()
+    result = evaluate_candidate(PROBLEM_FIXTURES / "huge_input.py", FIXTURES / "relu_grid_stride.cu",
+                                quick(cache_dir))
+    assert result.verdict == "too_large", result.summary
+    assert result.compiled and result.timing is None
+    assert [c.name for c in result.checks] == ["static", "compile"]
+    assert "GiB of GPU memory" in result.summary and "are free on" in result.summary
+    assert torch.cuda.memory_allocated() == before
+
+
+def test_eval_cli_exits_4_for_a_problem_too_large_for_the_gpu(cache_dir: Path) -> None:
+    command = [sys.executable, "-m", "kernelblaster.graph", "eval", str(PROBLEM_FIXTURES / "huge_input.py"),
+               str(FIXTURES / "relu_grid_stride.cu"), "--json", "--no-baseline"]
+    done = subprocess.run(command, capture_output=True, text=True,
+                          env={**os.environ, "KERNELBLASTER_CACHE": str(cache_dir)}, check=False)
+    assert done.returncode == 4, done.stderr
+    assert json.loads(done.stdout)["verdict"] == "too_large"
+    assert "Traceback" not in done.stderr
+
+
+# ---- the harness's own failures ----------------------------------------------------------------------------
+
+
+def test_an_exception_in_the_harness_is_a_harness_error_and_the_next_evaluation_is_unaffected(
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def out_of_memory(*args: object, **kwargs: object) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 12.00 GiB. GPU 0 has ...\nmore")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(verify, "compare_output", out_of_memory)
+        failed = evaluate_candidate(SWISH, EXAMPLES[0].naive, quick(cache_dir))
+    assert failed.verdict == "harness_error"
+    assert failed.summary == ("the harness failed in stage verify, not the candidate: OutOfMemoryError: CUDA out "
+                              "of memory. Tried to allocate 12.00 GiB. GPU 0 has ...")
+    assert failed.failure is not None and "out_of_memory" in failed.failure.traceback
+    after = evaluate_candidate(SWISH, EXAMPLES[0].naive, quick(cache_dir))
+    assert after.verdict == "ok", after.summary
