@@ -92,7 +92,8 @@ def restore_tf32_flags():
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-@pytest.mark.parametrize(("policy", "inside"), [("strict", (False, False)), ("tf32", (True, True))])
+@pytest.mark.parametrize(("policy", "inside"), [("strict", (False, False)), ("tf32", (True, True)),
+                                                ("pytorch-default", (False, True))])
 @pytest.mark.parametrize("before", [(False, False), (True, True), (True, False)])
 def test_torch_precision_sets_tf32_for_the_block_and_restores_it(
     restore_tf32_flags, policy: str, inside: tuple[bool, bool], before: tuple[bool, bool]
