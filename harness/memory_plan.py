@@ -105,16 +105,16 @@ def plan_memory(sizes: ProblemSizes, gpu: GpuMemory, seeds: int) -> MemoryPlan:
     caching = cached_cases <= CACHE_SHARE * gpu.free_bytes and cached <= gpu.free_bytes
     # The baseline is timed in this process while cached references are still held.
     baseline_sets = _baseline_sets(sizes, gpu.free_bytes - (cached_cases if caching else 0))
-    common = {"compare_chunk_elements": compare_chunk_elements(), "flush_bytes": flush,
-              "workspace_headroom_bytes": workspace, "available_bytes": gpu.free_bytes, "sizes": sizes,
-              "gpu": gpu.name}
-    if sets == 0 or baseline_sets == 0:
+    fits = sets > 0 and baseline_sets > 0
+    if not fits:
         needed = max(per_case + sizes.set_bytes, _baseline_bytes(sizes, 1) + int(SAFETY_SHARE * gpu.free_bytes))
-        return MemoryPlan(fits=False, rotating_sets=0, references="per_case", baseline_sets=0, needed_bytes=needed,
-                          **common)
-    return MemoryPlan(fits=True, rotating_sets=sets, references="cached" if caching else "per_case",
-                      baseline_sets=baseline_sets,
-                      needed_bytes=cached if caching else per_case + sets * sizes.set_bytes, **common)
+    else:
+        needed = cached if caching else per_case + sets * sizes.set_bytes
+    return MemoryPlan(fits=fits, rotating_sets=sets if fits else 0,
+                      references="cached" if fits and caching else "per_case",
+                      baseline_sets=baseline_sets if fits else 0, compare_chunk_elements=compare_chunk_elements(),
+                      flush_bytes=flush, workspace_headroom_bytes=workspace, needed_bytes=needed,
+                      available_bytes=gpu.free_bytes, sizes=sizes, gpu=gpu.name)
 
 
 def compare_chunk_elements() -> int:
