@@ -221,6 +221,9 @@ static std::vector<KBTensor> parse_tensors(Session& s, const Value& set, const c
 // at every synchronise (the pool's default), so stream-ordered workspace costs what PyTorch's caching
 // allocator costs the baseline, not a remap per call.
 static void keep_pool_memory(int device) {
+  int pools = 0;
+  check(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device), "reading pool support");
+  if (!pools) return;
   cudaMemPool_t pool = nullptr;
   check(cudaDeviceGetDefaultMemPool(&pool, device), "reading the default memory pool");
   uint64_t keep_all = UINT64_MAX;
@@ -248,7 +251,9 @@ static std::string handle_setup(Session& s, const Value& req) {
   check(cudaGetDevice(&device), "reading the device");
   check(cudaDeviceGetAttribute(&persisting_max, cudaDevAttrMaxPersistingL2CacheSize, device), "reading L2 limits");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "reading the SM count");
-  s.persisting_l2 = persisting_max > 0;
+  // A GPU without persisting L2, or one that refuses the reset (MIG), gets no clearing.
+  s.persisting_l2 = persisting_max > 0 && cudaCtxResetPersistingL2Cache() == cudaSuccess;
+  cudaGetLastError();
   s.fingerprint_blocks = 2 * sms;
   keep_pool_memory(device);
   s.sets = std::move(sets);
