@@ -329,7 +329,7 @@ def _fill_with_seeds(references: ReferenceCache, sets: list[SharedSet]) -> None:
     for index, shared in enumerate(sets):
         case = references.seed_case(references.seeds[index % len(references.seeds)])
         shared.fill(case.tensor_args, case.params)
-        del case  # a per-case cache computes the next one: hold one at a time
+        del case  # before the next is computed: a per-case cache holds one at a time
     torch.cuda.synchronize(references.gpu)
 
 

@@ -90,22 +90,28 @@ def verify_candidate(session: DriverSession, shared: SharedSet, context: Verific
 def check_timed_outputs(sets: list[SharedSet], context: VerificationContext) -> CheckResult:
     """After timing, each set still holds its last timed call's outputs (poisoned before every call): they must
     be complete and correct, so a kernel that degrades after some calls is caught however fast it was."""
-    references = context.references
     for index, shared in enumerate(sets):
-        case = references.seed_case(references.seeds[index % len(references.seeds)])
-        label = f"last timed call on set {index} ({case.label})"
-        for buffer in shared.outputs:
-            missing = unwritten_elements(buffer.tensor, context.chunk)
-            if missing:
-                return CheckResult(name="timed_outputs", passed=False,
-                                   detail=f"{label}: {missing} of {buffer.tensor.numel()} elements of output "
-                                   f"'{buffer.spec.name}' never written (still the poison pattern)")
-        check = context.compare([b.tensor for b in shared.outputs], case.outputs,
-                                [b.spec.name for b in shared.outputs], "timed_outputs", label)
-        if not check.passed:
-            return check
+        failed = _timed_set_failure(index, shared, context)
+        if failed is not None:
+            return failed
     return CheckResult(name="timed_outputs", passed=True,
                        detail=f"the last timed call on each of {len(sets)} sets gave complete, correct outputs")
+
+
+def _timed_set_failure(index: int, shared: SharedSet, context: VerificationContext) -> CheckResult | None:
+    """One set's check, in a scope of its own: a per-case reference is released before the next is computed."""
+    references = context.references
+    case = references.seed_case(references.seeds[index % len(references.seeds)])
+    label = f"last timed call on set {index} ({case.label})"
+    for buffer in shared.outputs:
+        missing = unwritten_elements(buffer.tensor, context.chunk)
+        if missing:
+            return CheckResult(name="timed_outputs", passed=False,
+                               detail=f"{label}: {missing} of {buffer.tensor.numel()} elements of output "
+                               f"'{buffer.spec.name}' never written (still the poison pattern)")
+    check = context.compare([b.tensor for b in shared.outputs], case.outputs, [b.spec.name for b in shared.outputs],
+                            "timed_outputs", label)
+    return None if check.passed else check
 
 
 class _CandidateRunner:
