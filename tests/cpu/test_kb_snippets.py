@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from manifests import load_manifest
 
+from kernelblaster.harness.analysis import spec_for_problem
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.problem import load_problem
-from kernelblaster.harness.spec import spec_for_problem
 from kernelblaster.harness.static_check import check_source
 from kernelblaster.kb.codec import decode
 from kernelblaster.kb.errors import KBLookupError
