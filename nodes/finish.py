@@ -33,7 +33,7 @@ def finish(state: OptimizationState, runtime: Runtime[RunContext], *, services: 
 def build_report(state: OptimizationState, files: RunFiles, context: RunContext,
                  ended_early: str | None) -> RunReport:
     return RunReport(
-        problem=state.problem_path, run_id=state.run_id,
+        problem=state.problem_path, run_id=state.run_id, precision=context.precision,
         status="optimized" if state.best is not None else "no_valid_kernel",
         baseline=state.baseline, initial=state.initial, best=state.best,
         speedups=_speedups(state, files), steps=state.steps,

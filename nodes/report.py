@@ -38,6 +38,7 @@ class Speedups(BaseModel):
 class RunReport(BaseModel):
     problem: str
     run_id: str
+    precision: str  # the precision policy every kernel and baseline was judged under
     status: Literal["optimized", "no_valid_kernel"]
     baseline: BaselineSummary | None
     initial: KernelRef | None
@@ -74,7 +75,8 @@ def _total(role: str, node: str, entries: list[TokenUsage], prices: Mapping[str,
 
 
 def render_markdown(report: RunReport) -> str:
-    lines = [f"# KernelBlaster run {report.run_id}", "", f"Problem: `{report.problem}`", ""]
+    lines = [f"# KernelBlaster run {report.run_id}", "", f"Problem: `{report.problem}`",
+             f"Precision policy: `{report.precision}`", ""]
     if report.ended_early:
         lines += [f"**The run ended early:** {report.ended_early}.", ""]
     lines += [*_headline(report), "", *_steps_table(report.steps)]

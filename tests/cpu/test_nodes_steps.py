@@ -67,6 +67,13 @@ def test_the_report_gives_speedups_against_eager_compile_and_the_initial_cuda(tm
     assert "2.22x vs PyTorch eager" in markdown and "2.00x vs the initial CUDA" in markdown
 
 
+def test_the_report_names_the_precision_policy_it_was_judged_under(tmp_path: Path) -> None:
+    _run(tmp_path, [initial_kernel("ok 0.9"), applies_first_offered("ok 0.5")], depth=1,
+         precision="pytorch-default")
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["precision"] == "pytorch-default"
+    assert "Precision policy: `pytorch-default`" in (tmp_path / "run" / "report.md").read_text()
+
+
 def test_the_report_lists_each_step_and_the_tokens_of_every_role_and_node(tmp_path: Path) -> None:
     finished, _ = _run(tmp_path, [initial_kernel(), applies_first_offered("ok 0.5")], depth=1)
     report = json.loads((tmp_path / "run" / "report.json").read_text())
