@@ -6,6 +6,7 @@
 // the candidate may allocate workspace of its own. kb_forward launches all its work on `stream` (or joins
 // any other stream it uses back to `stream` before returning) and returns 0 on success.
 #pragma once
+#include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime.h>
 
@@ -29,6 +30,24 @@ enum KBDtype {
   KB_INT64 = 8,
   KB_BOOL = 9,
 };
+
+// Bytes per element of a KBDtype.
+static inline size_t kb_dtype_size(int32_t dtype) {
+  switch (dtype) {
+    case KB_FLOAT64:
+    case KB_INT64:
+      return 8;
+    case KB_FLOAT32:
+    case KB_INT32:
+      return 4;
+    case KB_FLOAT16:
+    case KB_BFLOAT16:
+    case KB_INT16:
+      return 2;
+    default:
+      return 1;
+  }
+}
 
 extern "C" int kb_forward(const KBTensor* inputs, const KBTensor* params, KBTensor* outputs,
                           cudaStream_t stream);

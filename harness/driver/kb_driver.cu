@@ -309,27 +309,10 @@ static std::string handle_run(Session& s, const Value& req) {
 // time
 // ---------------------------------------------------------------------------------------------------
 
-static size_t dtype_bytes(int32_t dtype) {
-  switch (dtype) {
-    case KB_FLOAT64:
-    case KB_INT64:
-      return 8;
-    case KB_FLOAT32:
-    case KB_INT32:
-      return 4;
-    case KB_FLOAT16:
-    case KB_BFLOAT16:
-    case KB_INT16:
-      return 2;
-    default:
-      return 1;
-  }
-}
-
 static size_t tensor_bytes(const KBTensor& t) {
   size_t n = 1;
   for (int d = 0; d < t.ndim; ++d) n *= static_cast<size_t>(t.shape[d]);
-  return n * dtype_bytes(t.dtype);
+  return n * kb_dtype_size(t.dtype);
 }
 
 __device__ __forceinline__ uint64_t mix64(uint64_t x) {
