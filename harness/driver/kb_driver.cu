@@ -24,6 +24,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -323,25 +324,35 @@ __device__ __forceinline__ uint64_t mix64(uint64_t x) {
   return x ^ (x >> 33);
 }
 
-// A position-dependent hash of `bytes` bytes, added to *slot: any change of any byte changes it.
-__global__ void fingerprint(const unsigned char* data, size_t bytes, uint64_t salt, unsigned long long* slot) {
+// A position-dependent hash of `bytes` bytes, added to *slot: any change of any byte changes it. The reading
+// order starts at `start` (a fraction of the buffer, from a per-call random draw, so that work racing the
+// fingerprint cannot know which bytes are read first); the hash itself does not depend on the order.
+__global__ void fingerprint(const unsigned char* data, size_t bytes, uint64_t salt, double start,
+                            unsigned long long* slot) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool aligned = reinterpret_cast<uintptr_t>(data) % 8 == 0;
   const size_t words = aligned ? bytes / 8 : 0;
+  const size_t rest = bytes - words * 8;
+  const size_t word_start = static_cast<size_t>(start * words), byte_start = static_cast<size_t>(start * rest);
   uint64_t acc = 0;
-  for (size_t i = first; i < words; i += stride)
-    acc += mix64(reinterpret_cast<const uint64_t*>(data)[i] ^ (i * 0x9e3779b97f4a7c15ULL + salt));
-  for (size_t i = words * 8 + first; i < bytes; i += stride) acc += mix64(data[i] ^ (~i * 0x9e3779b97f4a7c15ULL + salt));
+  for (size_t i = first; i < words; i += stride) {
+    const size_t j = i + word_start < words ? i + word_start : i + word_start - words;
+    acc += mix64(reinterpret_cast<const uint64_t*>(data)[j] ^ (j * 0x9e3779b97f4a7c15ULL + salt));
+  }
+  for (size_t i = first; i < rest; i += stride) {
+    const size_t j = words * 8 + (i + byte_start < rest ? i + byte_start : i + byte_start - rest);
+    acc += mix64(data[j] ^ (~j * 0x9e3779b97f4a7c15ULL + salt));
+  }
   for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
   if (threadIdx.x % 32 == 0) atomicAdd(slot, static_cast<unsigned long long>(acc));
 }
 
-static void fingerprint_outputs(const Session& s, const TensorSet& set, unsigned long long* slot) {
+static void fingerprint_outputs(const Session& s, const TensorSet& set, double start, unsigned long long* slot) {
   for (size_t i = 0; i < set.outputs.size(); ++i) {
     const KBTensor& t = set.outputs[i];
     fingerprint<<<s.fingerprint_blocks, 256, 0, s.stream>>>(static_cast<const unsigned char*>(t.data),
-                                                              tensor_bytes(t), 0x51ed27ULL * (i + 1), slot);
+                                                              tensor_bytes(t), 0x51ed27ULL * (i + 1), start, slot);
   }
   check(cudaGetLastError(), "fingerprinting the outputs");
 }
@@ -408,9 +419,11 @@ static TimeRequest parse_time(const Session& s, const Value& req) {
 
 // Call k: poison the set's outputs, clear persisting L2, flush L2 and drain the device; then events on the
 // stream around kb_forward (the score: GPU time on the stream) and a fingerprint of the outputs enqueued on
-// the stream right after the stop event, so it reads them the moment the stream's work is done. After a
-// device-wide synchronise the outputs are fingerprinted again: a difference means work that escaped the
-// stream was still writing them when the stream finished, and the events did not time it.
+// the stream right after the stop event, so it reads them the moment the stream's work is done, starting at
+// a random place. After a device-wide synchronise the outputs are fingerprinted again: a difference means
+// work that escaped the stream was still writing them when the stream finished, and the events did not time
+// it. Escaped work cannot outrun the first fingerprint either: not knowing where it starts reading, it would
+// have to be done before the fingerprint begins.
 static std::string handle_time(Session& s, const Value& req) {
   require_ready(s);
   const TimeRequest t = parse_time(s, req);
@@ -419,6 +432,8 @@ static std::string handle_time(Session& s, const Value& req) {
   unsigned long long* slots = fingerprints.slots;
   std::vector<double> event_ms;
   int64_t windows = 0;
+  std::mt19937_64 random(std::random_device{}());
+  std::uniform_real_distribution<double> draw(0.0, 1.0);
   for (int64_t k = 0; k < calls; ++k) {
     size_t set = t.rotation[k % t.rotation.size()];
     if (t.poison)
@@ -432,10 +447,10 @@ static std::string handle_time(Session& s, const Value& req) {
     check(cudaEventRecord(s.start, s.stream), "recording the start event");
     int rc = call_candidate(std::move(args), s.stream, set);
     cudaError_t err = cudaEventRecord(s.stop, s.stream);
-    if (err == cudaSuccess) fingerprint_outputs(s, s.sets[set], slots + 2 * k);
+    if (err == cudaSuccess) fingerprint_outputs(s, s.sets[set], draw(random), slots + 2 * k);
     if (err == cudaSuccess) err = cudaDeviceSynchronize();
     check_after_call(err, rc, set);
-    fingerprint_outputs(s, s.sets[set], slots + 2 * k + 1);
+    fingerprint_outputs(s, s.sets[set], 0.0, slots + 2 * k + 1);
     if (k < t.warmup) continue;
     float elapsed = 0.0f;
     check(cudaEventElapsedTime(&elapsed, s.start, s.stop), "reading the timing events");
