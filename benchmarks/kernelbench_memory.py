@@ -1,11 +1,12 @@
 """Benchmark: the harness at KernelBench's scale. For every problem of a KernelBench-layout directory, the
-problem's spec bytes and memory plan, its PyTorch eager baseline, and a full evaluation of a candidate that
-writes zeros to every output (benchmarks/zero_output.cu; the expected verdict is `incorrect`), with the peak
-GPU memory in use meanwhile (all processes, sampled every 10 ms) and the wall time. Then totals: problems
-that reached a verdict, verdicts by kind, harness errors.
+problem's spec bytes and memory plan, its PyTorch eager baseline, and the evaluation of a candidate that
+writes zeros to every output (benchmarks/zero_output.cu; the expected verdict is `incorrect`, at the
+`correct` check, where its evaluation stops), with the peak GPU memory in use meanwhile (all processes,
+sampled every 10 ms) and the wall time of the GPU work. Then totals: problems that reached a verdict,
+verdicts by kind, harness errors.
 
-Each problem costs a few seconds (one nvcc compile, one reference case, the eager baseline), so a level runs
-in chunks that each finish in a few minutes:
+The candidates are compiled ahead on the CPU, several at a time, while the GPU works through the problems
+one by one; a problem then costs a second or two of GPU time, and a level runs in a few minutes:
 
     PYTHONUNBUFFERED=1 python benchmarks/kernelbench_memory.py .kernelbench --level 1 --problems 1-50 \\
         --json-out level1-a.json
@@ -16,23 +17,27 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import re
 import sys
 import threading
 import time
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions, TooLarge
+from kernelblaster.harness.build import driver_object
+from kernelblaster.harness.evaluate import BuildStage, CandidateEvaluator, EvalOptions, TooLarge, detect_arch
 from kernelblaster.harness.memory_plan import GIB
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.tools.errors import UserFacingError
 
 ZERO_CANDIDATE = Path(__file__).resolve().parent / "zero_output.cu"
 SAMPLE_SECONDS = 0.01
+BUILD_WORKERS = max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
 @dataclass
@@ -44,7 +49,8 @@ class ProblemRow:
     eager_ms: float | None = None
     verdict: str = ""
     detail: str = ""
-    seconds: float = 0.0
+    seconds: float = 0.0  # the GPU work: plan, baseline and evaluation
+    build_seconds: float = 0.0  # nvcc, ahead of time on the CPU
 
 
 class PeakMemory:
@@ -91,19 +97,41 @@ def _number(path: Path) -> int:
     return int(found.group(1)) if found else 0
 
 
-def measure(path: Path, options: EvalOptions, zero_source: str) -> ProblemRow:
-    row = ProblemRow(problem=f"{path.parent.name}/{path.stem}")
-    started = time.perf_counter()
-    gpu = options.gpu
+@dataclass
+class Prepared:
+    """A problem whose evaluator is made and whose candidate is building (or why neither happened)."""
+
+    path: Path
+    evaluator: CandidateEvaluator | None
+    build: Future[BuildStage] | None
+    error: str = ""
+
+
+def prepare(path: Path, options: EvalOptions, zero_source: str, builders: ThreadPoolExecutor) -> Prepared:
     try:
-        with PeakMemory(gpu) as memory:
+        evaluator = CandidateEvaluator(load_problem(path), options)
+    except UserFacingError as error:
+        return Prepared(path, None, None, str(error))
+    return Prepared(path, evaluator, builders.submit(evaluator.build, zero_source, ZERO_CANDIDATE.name))
+
+
+def measure(prepared: Prepared) -> ProblemRow:
+    row = ProblemRow(problem=f"{prepared.path.parent.name}/{prepared.path.stem}")
+    if prepared.evaluator is None or prepared.build is None:
+        row.verdict, row.detail = "error", prepared.error
+        return row
+    evaluator = prepared.evaluator
+    built = prepared.build.result()
+    row.build_seconds = built.build.seconds
+    started = time.perf_counter()
+    try:
+        with PeakMemory(evaluator.options.gpu) as memory:
             before = memory.in_use()
-            evaluator = CandidateEvaluator(load_problem(path), options)
             plan = evaluator.plan
             row.spec_gib = plan.sizes.set_bytes / GIB
             row.plan = f"{plan.rotating_sets} sets, {plan.references}" if plan.fits else "too large"
             row.eager_ms = evaluator.baseline().eager.median_ms
-            result = evaluator.evaluate(zero_source, ZERO_CANDIDATE.name)
+            result = built.result or evaluator.verify(built)
             row.verdict, row.detail = result.verdict, result.summary
         row.peak_gib = (memory.peak_bytes - before) / GIB
     except TooLarge as error:
@@ -112,9 +140,6 @@ def measure(path: Path, options: EvalOptions, zero_source: str) -> ProblemRow:
         row.verdict, row.detail = "error", str(error)
     except Exception as error:  # the benchmark counts what escapes the harness: there should be none
         row.verdict, row.detail = "uncaught", f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
-    finally:
-        gc.collect()
-        torch.cuda.empty_cache()
     row.seconds = time.perf_counter() - started
     return row
 
@@ -124,7 +149,7 @@ def render(row: ProblemRow) -> str:
     peak = f"{row.peak_gib:6.2f} GiB" if row.peak_gib is not None else "       -  "
     eager = f"{row.eager_ms:9.3f} ms" if row.eager_ms is not None else "         - "
     line = f"{row.problem:<58} spec {spec}  peak {peak}  {row.plan:<16} eager {eager}  {row.verdict:<13} " \
-           f"{row.seconds:6.1f} s"
+           f"{row.seconds:6.1f} s (build {row.build_seconds:.1f} s)"
     return line if row.verdict in ("incorrect", "ok") else f"{line}\n    {row.detail[:400]}"
 
 
@@ -133,7 +158,7 @@ def totals(rows: list[ProblemRow]) -> dict[str, object]:
     reached = sum(n for verdict, n in verdicts.items() if verdict not in ("harness_error", "uncaught", "error"))
     return {"problems": len(rows), "reached_a_verdict": reached, "verdicts": dict(verdicts),
             "harness_errors": verdicts["harness_error"] + verdicts["uncaught"],
-            "seconds": round(sum(row.seconds for row in rows), 1)}
+            "gpu_seconds": round(sum(row.seconds for row in rows), 1)}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -169,13 +194,20 @@ def main(argv: list[str]) -> int:
                           timeout_s=args.timeout)
     zero_source = ZERO_CANDIDATE.read_text()
     print(f"{len(paths)} problems on {torch.cuda.get_device_name(args.gpu)}; cache {options.cache_dir}", flush=True)
+    started = time.perf_counter()
+    driver_object(detect_arch(args.gpu), options.cache_dir / "objects")  # once, before the parallel builds
     rows = []
-    for path in paths:
-        rows.append(measure(path, options, zero_source))
-        print(render(rows[-1]), flush=True)
-    summary = totals(rows)
+    with ThreadPoolExecutor(BUILD_WORKERS) as builders:
+        pending = [prepare(path, options, zero_source, builders) for path in paths]
+        while pending:
+            rows.append(measure(pending.pop(0)))  # popped: its evaluator (and references) go with it
+            gc.collect()
+            torch.cuda.empty_cache()
+            print(render(rows[-1]), flush=True)
+    summary = totals(rows) | {"wall_seconds": round(time.perf_counter() - started, 1)}
     print(f"reached a verdict: {summary['reached_a_verdict']} / {summary['problems']}; harness errors: "
-          f"{summary['harness_errors']}; verdicts: {summary['verdicts']}; {summary['seconds']} s", flush=True)
+          f"{summary['harness_errors']}; verdicts: {summary['verdicts']}; GPU work {summary['gpu_seconds']} s, "
+          f"wall {summary['wall_seconds']} s", flush=True)
     if args.json_out:
         args.json_out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(args.gpu), "totals": summary,
                                              "rows": [asdict(row) for row in rows]}, indent=2))
