@@ -7,7 +7,7 @@ fills it from flags. The defaults follow the paper's tuning (search depth about 
 
 from __future__ import annotations
 
-from typing import Literal, Self, get_args
+from typing import Literal, Self, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,6 +24,7 @@ Role = Literal[
     "parameter_update",
 ]
 ROLES: tuple[Role, ...] = get_args(Role)
+Precision: TypeAlias = PrecisionPolicy  # the harness's policies (harness/precision.py)
 Provider = Literal["openai", "human", "replay"]
 # How a schema-shaped answer is asked for, from the most to the least enforced by the endpoint; `text` asks
 # for the JSON in the prompt alone. A server that refuses one falls back to the next (`graph.endpoint`).
@@ -87,7 +88,7 @@ class RunContext(BaseModel):
     )
 
     gpus: tuple[int, ...] = Field(default=(0,), min_length=1, description="CUDA devices that share the GPU work")
-    precision: PrecisionPolicy = Field(default="strict", description="Numerical freedom of candidates and baselines")
+    precision: Precision = Field(default="strict", description="Numerical freedom of candidates and baselines")
     allow: tuple[str, ...] = Field(default=(), description="Libraries candidates may use (cublas, cudnn, ...)")
     seeds: int = Field(default=5, ge=1, le=100, description="Seeds of fresh inputs each candidate is verified on")
     kernel_timeout_s: float = Field(default=20.0, gt=0, description="Seconds one kernel call may take")

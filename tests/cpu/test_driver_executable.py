@@ -211,7 +211,7 @@ def _persisting_l2_supported() -> bool:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not _persisting_l2_supported(), reason="this GPU has no persisting L2")
+@pytest.mark.skipif(not _persisting_l2_supported(), reason="needs a GPU with persisting L2 (sm_80 or later)")
 def test_a_persisting_l2_window_is_cleared_and_earns_nothing_across_the_flush(tmp_path: Path,
                                                                                  build_cache: Path) -> None:
     # 24 MiB of input read per call: from DRAM after a flush, from L2 if persisting lines survived it.
