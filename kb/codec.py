@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from kernelblaster.kb.errors import KBFileError
 from kernelblaster.kb.migrate import READABLE_VERSIONS, migrate_to_current, schema_version_of
-from kernelblaster.kb.schema import SCHEMA_VERSION, KBDocument
+from kernelblaster.kb.schema import SCHEMA_VERSION, STATS_FIELDS, KBDocument
 from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
 
 _Parsed = TypeVar("_Parsed")
@@ -22,13 +22,22 @@ _Parsed = TypeVar("_Parsed")
 # Record boundaries in pydantic's compact JSON. Inside a JSON string every quote is escaped, so an
 # unescaped `{"technique":` (say) can only be structure, never text. Plain string splitting, not regular
 # expressions: a 10,000-state KB is ten megabytes.
-_TOP_LEVEL_KEYS = ("signature_fields", "techniques", "states", "transitions", "state_aliases", "applied_events")
+_TOP_LEVEL_KEYS = (
+    "signature_fields",
+    "stats_fields",
+    "techniques",
+    "states",
+    "transitions",
+    "state_aliases",
+    "pruned",
+    "applied_steps",
+)
 _RECORDS = ('{"technique":', "    "), ('{"before":', "  ")
-# Keyed records: a catalogue technique, a state, and a run's event ids (only after `"applied_events":`, the
-# last key, since other string lists look the same).
+# Keyed records: a catalogue technique, a state, and a run's step bitmasks (only after `"applied_steps":`,
+# the last key, since other nested lists look the same).
 _KEYED_RECORDS = (':{"category":', "  "), (':{"id":', "  ")
-_EVENTS_KEY = '"applied_events":'
-_RUN_MARKER = ':["'
+_STEPS_KEY = '"applied_steps":'
+_RUN_MARKER = ":[["
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,7 @@ def decode(path: Path, raw: bytes) -> DecodedKB:
             document = KBDocument.model_validate_json(raw)
     except ValidationError:
         return _decode_carefully(path, raw)
-    if document.signature_fields != list(SIGNATURE_FIELDS):
+    if document.signature_fields != list(SIGNATURE_FIELDS) or document.stats_fields != list(STATS_FIELDS):
         return _decode_carefully(path, raw)
     return DecodedKB(document=document, migrated_from=None)
 
@@ -74,14 +83,15 @@ def _decode_carefully(path: Path, raw: bytes) -> DecodedKB:
     if version != SCHEMA_VERSION:
         data = _validated(path, migrate_to_current, data)
     _check_signature_layout(path, data)
+    _check_stats_layout(path, data)
     document = _validated(path, KBDocument.model_validate, data)
     return DecodedKB(document=document, migrated_from=None if version == SCHEMA_VERSION else version)
 
 
 def encode(document: KBDocument) -> bytes:
     """The document as JSON with one record per line (a technique, a state's header, an optimization, a
-    transition, a run's event ids) and default values left out: readable and diffable, yet compact and
-    fast to write, which an indented dump of a large KB is not."""
+    transition, a run's applied steps) and default values left out: readable and diffable, yet compact
+    and fast to write, which an indented dump of a large KB is not."""
     text = document.model_dump_json(exclude_defaults=True)
     for key in _TOP_LEVEL_KEYS:
         text = text.replace(f',"{key}":', f',\n"{key}":', 1)
@@ -89,8 +99,8 @@ def encode(document: KBDocument) -> bytes:
         text = text.replace(marker, f"\n{indent}{marker}")
     for marker, indent in _KEYED_RECORDS:
         text = _break_before_keys(text, marker, indent)
-    records, events_key, runs = text.partition(_EVENTS_KEY)
-    text = records + events_key + _break_before_keys(runs, _RUN_MARKER, "  ")
+    records, steps_key, runs = text.partition(_STEPS_KEY)
+    text = records + steps_key + _break_before_keys(runs, _RUN_MARKER, "  ")
     return (text[:-1] + "\n}\n").encode()
 
 
@@ -124,6 +134,16 @@ def _check_signature_layout(path: Path, data: dict[str, Any]) -> None:
             f"signature_fields {_summarise_layout(fields)} differ from this version's layout "
             f"({len(SIGNATURE_FIELDS)} fields, {SIGNATURE_FIELDS[0]} ... {SIGNATURE_FIELDS[-1]}); "
             "its signatures cannot be compared with new profiles",
+        )
+
+
+def _check_stats_layout(path: Path, data: dict[str, Any]) -> None:
+    fields = data.get("stats_fields")
+    if fields != list(STATS_FIELDS):
+        raise KBFileError(
+            path,
+            f"stats_fields {_summarise_layout(fields)} differ from this version's layout "
+            f"({', '.join(STATS_FIELDS)}); its statistics would be read in the wrong order",
         )
 
 

@@ -1,29 +1,24 @@
 """Deterministic learning from measurements: one outcome event updates one optimization and one transition.
 
-Each event carries an id (run, iteration, trajectory, step) that the KB remembers, so replaying an event
-(a resumed run) changes nothing. Suspicious outcomes count as attempts but never as rewards.
+Each event carries an id (run, iteration, trajectory, step) that the KB remembers, for every run it has
+ever learned from, as one bit in a per-run table of step bitmasks: replaying an event (a resumed run,
+however old) changes nothing, in whatever order events arrive. Suspicious outcomes count as attempts but
+never as rewards.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Annotated
+from datetime import datetime
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, model_validator
 
 from kernelblaster.kb.errors import KBLookupError
-from kernelblaster.kb.schema import KBDocument, KBModel, Optimization, OutcomeStatus, Slug, Transition
+from kernelblaster.kb.schema import KBDocument, KBModel, Optimization, OutcomeStatus, RunId, Slug, Transition
 
-# Event ids are remembered for the most recent runs only (a level of problems would otherwise fill the
-# file with ids); only a recent run can be resumed.
-REMEMBERED_RUNS = 16
-# Technique pairs grow quadratically with the catalogue; past this many, the pair with the least evidence
-# makes room, so phase-ordering knowledge stays a small part of the file.
-MAX_TRANSITIONS = 128
-
-# Run ids name snapshot folders, so they are restricted to characters safe in a file name.
-RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
-RunId = Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN)]
+# Far above what a run's context allows; the bounds keep one stray id from growing a run's step table.
+MAX_ITERATIONS = 1000
+MAX_TRAJECTORIES = 256
+MAX_STEPS = 256
 
 
 class EventId(KBModel):
@@ -32,9 +27,9 @@ class EventId(KBModel):
     model_config = KBModel.model_config | {"frozen": True}
 
     run_id: RunId
-    iteration: int = Field(ge=0)
-    trajectory: int = Field(ge=0)
-    step: int = Field(ge=0)
+    iteration: int = Field(ge=0, lt=MAX_ITERATIONS)
+    trajectory: int = Field(ge=0, lt=MAX_TRAJECTORIES)
+    step: int = Field(ge=0, lt=MAX_STEPS)
 
     @property
     def step_key(self) -> str:
@@ -65,8 +60,7 @@ class OutcomeEvent(KBModel):
 
 def apply_outcome(document: KBDocument, event: OutcomeEvent, when: datetime) -> bool:
     """Fold `event` into `document`; False (and no change) if this event id was applied before."""
-    applied = document.applied_events.get(event.event_id.run_id, [])
-    if event.event_id.step_key in applied:
+    if was_applied(document, event.event_id):
         return False
     optimization = _optimization_for(document, event)
     optimization.stats = optimization.stats.with_outcome(event.status, event.speedup, when)
@@ -95,21 +89,27 @@ def _optimization_for(document: KBDocument, event: OutcomeEvent) -> Optimization
 def _transition_for(document: KBDocument, before: str, after: str) -> Transition:
     transition = document.transition(before, after)
     if transition is None:
-        if len(document.transitions) >= MAX_TRANSITIONS:
-            document.transitions.remove(min(document.transitions, key=_evidence))
         transition = Transition(before=before, after=after)
         document.transitions.append(transition)
     return transition
 
 
-def _evidence(transition: Transition) -> tuple[int, int, datetime]:
-    stats = transition.stats
-    return (stats.measured, stats.attempts, stats.updated_at or datetime.min.replace(tzinfo=UTC))
+def was_applied(document: KBDocument, event_id: EventId) -> bool:
+    """Whether the outcome with this id is already part of `document`'s statistics."""
+    iterations = document.applied_steps.get(event_id.run_id, [])
+    if event_id.iteration >= len(iterations) or event_id.trajectory >= len(iterations[event_id.iteration]):
+        return False
+    return bool(iterations[event_id.iteration][event_id.trajectory] >> event_id.step & 1)
 
 
 def _remember(document: KBDocument, event_id: EventId) -> None:
-    runs = document.applied_events
-    # Re-inserting moves the run to the end, so the oldest-used runs are the ones forgotten.
-    runs[event_id.run_id] = [*runs.pop(event_id.run_id, []), event_id.step_key]
-    for stale_run in list(runs)[:-REMEMBERED_RUNS]:
-        del runs[stale_run]
+    steps = document.applied_steps.setdefault(event_id.run_id, [])
+    mark_applied(steps, event_id.iteration, event_id.trajectory, event_id.step)
+
+
+def mark_applied(steps: list[list[int]], iteration: int, trajectory: int, step: int) -> None:
+    """Set the bit of `step` in a run's `[iteration][trajectory]` table of step bitmasks, growing it as needed."""
+    steps.extend([] for _ in range(iteration + 1 - len(steps)))
+    masks = steps[iteration]
+    masks.extend(0 for _ in range(trajectory + 1 - len(masks)))
+    masks[trajectory] |= 1 << step

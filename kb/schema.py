@@ -1,7 +1,8 @@
-"""The KB's data model (schema version 1): techniques, performance states, their optimizations, transitions.
+"""The KB's data model (schema version 2): techniques, performance states, their optimizations, transitions.
 
 The JSON file is a `KBDocument` dumped by pydantic; every bound a hand edit could break is checked here,
-so a document that validates is one the rest of `kb` can trust.
+so a document that validates is one the rest of `kb` can trust. Version 2 stores outcome statistics as
+arrays, remembers applied outcome events as per-run step bitmasks, and keeps a log of what was pruned.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     AfterValidator,
@@ -24,7 +25,7 @@ from kernelblaster.kb.precision import PrecisionPolicyName
 from kernelblaster.kb.signature_fields import SIGNATURE_LENGTH, SIGNATURE_MAX, SIGNATURE_MIN, require_direction
 from kernelblaster.kb.snippets import snippet_names
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # How many measured outcomes weigh as much as the prior: evidence gets confidence n / (n + this).
 PRIOR_WEIGHT = 3.0
@@ -39,6 +40,14 @@ ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=3
 LongText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=10, max_length=700)]
 Lesson = Annotated[str, StringConstraints(strip_whitespace=True, min_length=10, max_length=400)]
 PriorSpeedup = Annotated[float, Field(ge=MIN_SPEEDUP, le=MAX_PRIOR_SPEEDUP)]
+NonNegative = Annotated[int, Field(ge=0)]
+PositiveSpeedup = Annotated[float, Field(gt=0)]
+# Run ids name snapshot folders, so they are restricted to characters safe in a file name.
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+RunId = Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN)]
+# Bit s of a step mask says that step s's outcome was applied (7 = steps 0, 1 and 2).
+StepMask = NonNegative
+MAX_RECENTLY_PRUNED = 32
 
 
 # Length and bounds are checked by pydantic's compiled validators: a 10,000-state KB loads in well under a
@@ -113,33 +122,26 @@ class Technique(KBModel):
         return self.precision_policies is None or policy in self.precision_policies
 
 
-class OutcomeStats(KBModel):
-    """What attempts at one technique (or one transition) have shown so far (immutable: each outcome
-    makes a new one, so one `NO_OUTCOMES` instance can be shared by every untried entry)."""
+class OutcomeStats(NamedTuple):
+    """What attempts at one technique (or one transition) have shown so far.
 
-    model_config = KBModel.model_config | {"frozen": True}
+    A named tuple, stored in the file as one JSON array in the order of `STATS_FIELDS` (the file names
+    the order in its `stats_fields`): a KB holds tens of thousands of these, and an array is a third
+    the size of an object and several times faster to load. Immutable: each outcome makes a new one, so
+    `NO_OUTCOMES` can be shared by every untried entry. Counts are checked where a document is validated
+    (`CheckedStats`).
+    """
 
-    attempts: int = Field(default=0, ge=0)
-    compile_failures: int = Field(default=0, ge=0)
-    verify_failures: int = Field(default=0, ge=0)
-    crashes: int = Field(default=0, ge=0)
-    suspicious: int = Field(default=0, ge=0)
-    measured: int = Field(default=0, ge=0)
-    wins: int = Field(default=0, ge=0)
-    geomean_speedup: float | None = Field(default=None, gt=0)
-    best_speedup: float | None = Field(default=None, gt=0)
+    attempts: NonNegative = 0
+    compile_failures: NonNegative = 0
+    verify_failures: NonNegative = 0
+    crashes: NonNegative = 0
+    suspicious: NonNegative = 0
+    measured: NonNegative = 0
+    wins: NonNegative = 0
+    geomean_speedup: PositiveSpeedup | None = None
+    best_speedup: PositiveSpeedup | None = None
     updated_at: datetime | None = None
-
-    @model_validator(mode="after")
-    def _counts_add_up(self) -> OutcomeStats:
-        endings = self.failures + self.suspicious + self.measured
-        if endings != self.attempts:
-            raise ValueError(f"attempts ({self.attempts}) must equal failures + suspicious + measured ({endings})")
-        if self.wins > self.measured:
-            raise ValueError(f"wins ({self.wins}) cannot exceed measured ({self.measured})")
-        if (self.geomean_speedup is None) != (self.measured == 0):
-            raise ValueError("geomean_speedup is given exactly when measured > 0")
-        return self
 
     @property
     def failures(self) -> int:
@@ -159,7 +161,7 @@ class OutcomeStats(KBModel):
         else:
             counter = _FAILURE_COUNTERS[status]
             update[counter] = getattr(self, counter) + 1
-        return self.model_copy(update=update)
+        return self._replace(**update)
 
     def combined_with(self, other: OutcomeStats) -> OutcomeStats:
         """The statistics of both sets of attempts together (used when two states merge)."""
@@ -179,6 +181,26 @@ class OutcomeStats(KBModel):
             best_speedup=max(bests) if bests else None,
             updated_at=max(times) if times else None,
         )
+
+
+STATS_FIELDS: tuple[str, ...] = OutcomeStats._fields
+
+
+def check_stats(stats: OutcomeStats) -> OutcomeStats:
+    """`stats`, if its counts are consistent; raise ValueError saying which are not."""
+    endings = stats.failures + stats.suspicious + stats.measured
+    if endings != stats.attempts:
+        raise ValueError(f"attempts ({stats.attempts}) must equal failures + suspicious + measured ({endings})")
+    if stats.wins > stats.measured:
+        raise ValueError(f"wins ({stats.wins}) cannot exceed measured ({stats.measured})")
+    if (stats.geomean_speedup is None) != (stats.measured == 0):
+        raise ValueError("geomean_speedup is given exactly when measured > 0")
+    return stats
+
+
+# The statistics as a document holds them: field bounds by pydantic's compiled validators, the counts by
+# one short Python check.
+CheckedStats = Annotated[OutcomeStats, AfterValidator(check_stats)]
 
 
 NO_OUTCOMES = OutcomeStats()
@@ -218,7 +240,7 @@ class Optimization(KBModel):
 
     technique: Slug
     prior_speedup: PriorSpeedup
-    stats: OutcomeStats = NO_OUTCOMES
+    stats: CheckedStats = NO_OUTCOMES
     lessons: list[Lesson] = Field(default_factory=list, max_length=MAX_LESSONS)
     deprecated: ShortText | None = None
 
@@ -253,19 +275,36 @@ class Transition(KBModel):
 
     before: Slug
     after: Slug
-    stats: OutcomeStats = NO_OUTCOMES
+    stats: CheckedStats = NO_OUTCOMES
+
+
+class PruneLog(KBModel):
+    """What pruning has removed from this KB so far: totals, and the latest states and optimizations removed
+    (`state` and `state/technique`)."""
+
+    optimizations: NonNegative = 0
+    states: NonNegative = 0
+    transitions: NonNegative = 0
+    last_pruned_at: datetime | None = None
+    recent: list[str] = Field(default_factory=list, max_length=MAX_RECENTLY_PRUNED)
 
 
 class KBDocument(KBModel):
-    """The whole knowledge base as stored in its JSON file."""
+    """The whole knowledge base as stored in its JSON file.
 
-    schema_version: Literal[1]
+    `applied_steps[run][iteration][trajectory]` is the bitmask of the steps whose outcome events were
+    applied, so a replayed event of any run is recognised however old the run is.
+    """
+
+    schema_version: Literal[2]
     signature_fields: list[str]
+    stats_fields: list[str]
     techniques: dict[Slug, Technique]
     states: dict[Slug, PerformanceState]
     transitions: list[Transition] = Field(default_factory=list)
     state_aliases: dict[Slug, Slug] = Field(default_factory=dict)
-    applied_events: dict[str, list[str]] = Field(default_factory=dict)
+    pruned: PruneLog = Field(default_factory=PruneLog)
+    applied_steps: dict[RunId, list[list[StepMask]]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _references_resolve(self) -> KBDocument:

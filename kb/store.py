@@ -2,7 +2,9 @@
 
 Every change runs under the file's inter-process lock on the latest content from disk and is written by
 atomic replace, so concurrent writers lose nothing and a killed writer leaves the previous file whole.
-The Chroma index beside the file is synced from the document whenever it is queried after a change.
+Each learning update (`apply_edits`) is followed, in the same write, by pruning (`kb.pruning`), so the KB
+sheds what it no longer uses as it grows. The Chroma index beside the file is synced from the document
+whenever it is queried after a change.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from kernelblaster.kb.codec import DecodedKB, decode, encode
 from kernelblaster.kb.edits import EditResult, KBEdit, apply_edits
 from kernelblaster.kb.errors import KBFileError
 from kernelblaster.kb.index import IndexUnreadable, SignatureIndex, StateMatch, content_hash, nearest_states
-from kernelblaster.kb.outcomes import RUN_ID_PATTERN, OutcomeEvent, apply_outcome
+from kernelblaster.kb.outcomes import OutcomeEvent, apply_outcome
 from kernelblaster.kb.paths import (
     backup_path_for,
     index_directory_for,
@@ -29,7 +31,7 @@ from kernelblaster.kb.paths import (
 from kernelblaster.kb.pruning import DEFAULT_POLICY as DEFAULT_PRUNE_POLICY
 from kernelblaster.kb.pruning import PrunePolicy, PruneReport, prune
 from kernelblaster.kb.safe_files import exclusive_lock, write_atomically
-from kernelblaster.kb.schema import KBDocument, PerformanceState
+from kernelblaster.kb.schema import RUN_ID_PATTERN, KBDocument, PerformanceState
 from kernelblaster.kb.selection import DEFAULT_POLICY as DEFAULT_SELECTION_POLICY
 from kernelblaster.kb.selection import SelectedOptimization, SelectionPolicy, select_optimizations
 
@@ -105,17 +107,22 @@ class KnowledgeBase:
 
     def record_outcomes(self, events: Sequence[OutcomeEvent]) -> list[bool]:
         """Learn from several outcomes in one write; for each, whether it was new."""
-        # Whole seconds: finer times only lengthen the file.
-        now = datetime.now(UTC).replace(microsecond=0)
+        now = _now()
         return self._change(lambda document: [apply_outcome(document, event, now) for event in events])
 
     def apply_edits(self, edits: Sequence[KBEdit | Mapping[str, Any]]) -> list[EditResult]:
-        """Apply the learning step's edits; each result says whether it applied or why not."""
-        return self._change(lambda document: apply_edits(document, edits))
+        """Apply the learning step's edits, then prune; each result says whether it applied or why not."""
+
+        def edit_and_prune(document: KBDocument) -> list[EditResult]:
+            results = apply_edits(document, edits)
+            prune(document, DEFAULT_PRUNE_POLICY, _now())
+            return results
+
+        return self._change(edit_and_prune)
 
     def prune(self, policy: PrunePolicy = DEFAULT_PRUNE_POLICY) -> PruneReport:
-        """Drop entries that never helped (see `kb.pruning`)."""
-        return self._change(lambda document: prune(document, policy))
+        """Remove what no longer takes part in selection and never helped (see `kb.pruning`)."""
+        return self._change(lambda document: prune(document, policy, _now()))
 
     def nearest_states(self, signature: Sequence[float], arch: str, k: int) -> list[StateMatch]:
         """The k known states nearest to a profiled signature, same-arch states first among equals."""
@@ -203,7 +210,13 @@ class KnowledgeBase:
 def _install_seed(path: Path) -> None:
     with exclusive_lock(path):
         if not path.exists():
-            write_atomically(path, seed_kb_bytes())
+            # Installed in the current schema, which the shipped seed need not be written in.
+            write_atomically(path, encode(decode(path, seed_kb_bytes()).document))
+
+
+def _now() -> datetime:
+    # Whole seconds: finer times only lengthen the file.
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def _upgrade_in_place(path: Path) -> tuple[DecodedKB, _DiskStamp]:

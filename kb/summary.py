@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from kernelblaster.kb.prompt_slice import describe_evidence
-from kernelblaster.kb.schema import KBDocument, PerformanceState, Technique
+from kernelblaster.kb.schema import KBDocument, PerformanceState, PruneLog, Technique
 
 
 class KBStats(BaseModel):
@@ -19,8 +19,10 @@ class KBStats(BaseModel):
     transitions: int
     attempts: int
     measured: int
+    runs: int
     bytes: int
     arches: list[str]
+    pruned: PruneLog
 
 
 def kb_stats(document: KBDocument, path: str, size: int) -> KBStats:
@@ -34,8 +36,10 @@ def kb_stats(document: KBDocument, path: str, size: int) -> KBStats:
         transitions=len(document.transitions),
         attempts=sum(opt.stats.attempts for opt in optimizations),
         measured=sum(opt.stats.measured for opt in optimizations),
+        runs=len(document.applied_steps),
         bytes=size,
         arches=sorted({arch for state in document.states.values() for arch in state.arches}),
+        pruned=document.pruned,
     )
 
 
@@ -45,9 +49,19 @@ def format_stats(stats: KBStats) -> str:
             f"KB {stats.path} (schema v{stats.schema_version}, {stats.bytes} bytes)",
             f"  {stats.states} states, {stats.optimizations} optimizations of {stats.techniques} techniques, "
             f"{stats.transitions} transitions",
-            f"  {stats.attempts} attempts recorded, {stats.measured} measured",
+            f"  {stats.attempts} attempts recorded, {stats.measured} measured, from {stats.runs} runs",
             f"  arches seen: {', '.join(stats.arches) or 'none yet'}",
+            f"  pruned: {_describe_pruned(stats.pruned)}",
         ]
+    )
+
+
+def _describe_pruned(log: PruneLog) -> str:
+    if log.last_pruned_at is None:
+        return "nothing yet"
+    return (
+        f"{log.optimizations} optimizations, {log.states} states, {log.transitions} transitions so far "
+        f"(last {log.last_pruned_at:%Y-%m-%d %H:%M} UTC; latest: {', '.join(log.recent[-5:])})"
     )
 
 

@@ -20,9 +20,8 @@ from kernelblaster.kb.edits import (
     apply_edits,
 )
 from kernelblaster.kb.errors import KBLookupError
-from kernelblaster.kb.outcomes import MAX_TRANSITIONS, REMEMBERED_RUNS, EventId, OutcomeEvent, apply_outcome
+from kernelblaster.kb.outcomes import EventId, OutcomeEvent, apply_outcome
 from kernelblaster.kb.paths import seed_kb_bytes
-from kernelblaster.kb.pruning import PrunePolicy, prune
 from kernelblaster.kb.schema import MAX_LESSONS, KBDocument, OutcomeStats, OutcomeStatus, PerformanceState
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -87,13 +86,6 @@ def test_measured_event_without_speedup_is_invalid() -> None:
 def test_outcome_for_a_technique_the_state_lacks_is_refused(document: KBDocument) -> None:
     with pytest.raises(KBLookupError, match="has no technique 'tensor_core_mma'"):
         apply_outcome(document, event(0, technique="tensor_core_mma"), NOW)
-
-
-def test_event_ids_are_remembered_for_a_bounded_number_of_runs(document: KBDocument) -> None:
-    for run in range(REMEMBERED_RUNS + 5):
-        apply_outcome(document, event(0, run_id=f"run-{run}"), NOW)
-    assert len(document.applied_events) == REMEMBERED_RUNS
-    assert "run-0" not in document.applied_events
 
 
 def new_state(state_id: str = "spill_heavy_gemm") -> PerformanceState:
@@ -195,42 +187,6 @@ def test_merged_state_adds_up_evidence_and_its_id_still_resolves(document: KBDoc
 def test_merging_a_state_into_itself_is_rejected(document: KBDocument) -> None:
     [result] = apply_edits(document, [{"kind": "merge_states", "keep": MEMORY, "merge": MEMORY}])
     assert "cannot be merged into itself" in result.reason
-
-
-def test_pruning_drops_optimizations_tried_often_without_a_win(document: KBDocument) -> None:
-    for step in range(8):
-        apply_outcome(document, event(step, OutcomeStatus.VERIFY_FAILED), NOW)
-    report = prune(document, PrunePolicy(min_attempts=8))
-    assert report.optimizations == [f"{MEMORY}/kernel_fusion"]
-    assert document.states[MEMORY].optimization("kernel_fusion") is None
-
-
-def test_pruning_keeps_untried_and_winning_optimizations(document: KBDocument) -> None:
-    for step in range(8):
-        apply_outcome(document, event(step), NOW)
-    before = sum(len(state.optimizations) for state in document.states.values())
-    assert prune(document).optimizations == []
-    assert sum(len(state.optimizations) for state in document.states.values()) == before
-
-
-def test_pruning_removes_techniques_no_state_offers_any_more(document: KBDocument) -> None:
-    for state in document.states.values():
-        for optimization in state.optimizations:
-            if optimization.technique == "streaming_stores":
-                optimization.deprecated = "never measurable"
-    assert "streaming_stores" in prune(document).techniques
-    assert "streaming_stores" not in document.techniques
-
-
-def test_transitions_are_capped_by_evicting_the_least_evidence(document: KBDocument) -> None:
-    techniques = [opt.technique for opt in document.states[MEMORY].optimizations]
-    pairs = [(a, b) for a in techniques for b in techniques if a != b][: MAX_TRANSITIONS + 1]
-    apply_outcome(document, event(0, technique=pairs[0][1], previous=pairs[0][0]), NOW)
-    apply_outcome(document, event(1, technique=pairs[0][1], previous=pairs[0][0]), NOW)
-    for step, (before, after) in enumerate(pairs[1:], start=2):
-        apply_outcome(document, event(step, OutcomeStatus.COMPILE_FAILED, technique=after, previous=before), NOW)
-    assert len(document.transitions) == MAX_TRANSITIONS
-    assert document.transition(*pairs[0]) is not None
 
 
 def test_added_state_signature_is_stored_to_four_decimals(document: KBDocument) -> None:

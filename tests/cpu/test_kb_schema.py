@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from kernelblaster.kb.codec import decode
 from kernelblaster.kb.paths import seed_kb_bytes
-from kernelblaster.kb.schema import KBDocument, OutcomeStats, OutcomeStatus
+from kernelblaster.kb.schema import KBDocument, Optimization, OutcomeStats, OutcomeStatus
 from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS, SIGNATURE_LENGTH, check_signature
 
 
@@ -112,8 +112,9 @@ def test_seed_is_compact(seed: KBDocument) -> None:
 
 
 def test_stats_whose_counts_do_not_add_up_are_invalid() -> None:
-    with pytest.raises(ValidationError, match="attempts"):
-        OutcomeStats(attempts=3, measured=1, geomean_speedup=1.2)
+    inconsistent = OutcomeStats(attempts=3, measured=1, geomean_speedup=1.2)
+    with pytest.raises(ValidationError, match=r"attempts \(3\) must equal"):
+        Optimization(technique="kernel_fusion", prior_speedup=1.5, stats=inconsistent)
 
 
 def test_stats_confidence_grows_with_measurements_toward_one() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.kb.codec import encode
+from kernelblaster.kb.codec import decode, encode
 from kernelblaster.kb.errors import KBFileError
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent
 from kernelblaster.kb.paths import default_kb_path, seed_kb_bytes
-from kernelblaster.kb.schema import OutcomeStatus, PerformanceState
-from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.kb.schema import SCHEMA_VERSION, OutcomeStatus, PerformanceState
+from kernelblaster.kb.store import KnowledgeBase, read_document
 
 STATE = "memory_bandwidth_bound"
 TECHNIQUE = "kernel_fusion"
@@ -37,10 +38,12 @@ def attempts(kb: KnowledgeBase) -> int:
     return kb.document.states[STATE].optimization(TECHNIQUE).stats.attempts
 
 
-def test_first_use_installs_the_shipped_seed(tmp_path: Path) -> None:
+def test_first_use_installs_the_shipped_seed_in_the_current_schema(tmp_path: Path) -> None:
     path = tmp_path / "new" / "kb.json"
     KnowledgeBase.load(path)
-    assert path.read_bytes() == seed_kb_bytes()
+    assert read_document(path) == decode(Path("seed_kb.json"), seed_kb_bytes()).document
+    assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
+    assert sorted(child.name for child in path.parent.iterdir()) == ["kb.json", "kb.json.lock"]
 
 
 def test_environment_variable_overrides_the_default_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -125,7 +128,8 @@ def test_two_writer_processes_lose_no_update(tmp_path: Path) -> None:
     assert [writer.wait(timeout=120) for writer in writers] == [0, 0]
     document = KnowledgeBase.load(path).document
     assert document.states[STATE].optimization(TECHNIQUE).stats.attempts == 60
-    assert {run: len(steps) for run, steps in document.applied_events.items()} == {"left": 30, "right": 30}
+    all_thirty_steps = [[(1 << 30) - 1]]
+    assert document.applied_steps == {"left": all_thirty_steps, "right": all_thirty_steps}
 
 
 _SLOW_SAVER = textwrap.dedent(
