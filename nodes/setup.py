@@ -7,6 +7,7 @@ report. The problem's generated `kb_problem.h` is written to the run directory, 
 from __future__ import annotations
 
 import re
+import secrets
 from pathlib import Path
 
 from langgraph.runtime import Runtime
@@ -36,7 +37,7 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
                               best_ms=baseline.best_ms)
     compiled = f", torch.compile {summary.compile_ms:.4f} ms" if summary.compile_ms is not None else ""
     write_note(runtime, ProgressNote(node="setup", text=f"PyTorch eager {summary.eager_ms:.4f} ms{compiled}"))
-    return {"run_dir": run_dir, "run_id": run_id_for(run_dir), "baseline": summary}
+    return {"run_dir": run_dir, "run_id": unique_run_id(run_dir), "baseline": summary}
 
 
 def default_run_dir(problem_path: str, runtime: Runtime[RunContext]) -> Path:
@@ -46,5 +47,15 @@ def default_run_dir(problem_path: str, runtime: Runtime[RunContext]) -> Path:
 
 
 def run_id_for(run_dir: str) -> str:
-    """The run's id in KB event ids and snapshot names: the run directory's name, made file-name safe."""
+    """The run directory's name, made file-name safe: the run's checkpoint thread."""
     return _NOT_IN_RUN_ID.sub("_", Path(run_dir).name).lstrip("_.-")[:128] or "run"
+
+
+def unique_run_id(run_dir: str) -> str:
+    """The run's id in KB event ids and snapshot names: its directory's name and a random suffix.
+
+    The KB remembers the events of every run for good, so a new run in a directory of the same name
+    (another suite's, or a rerun after deleting the old one) must not look like a resume of the old run,
+    whose steps it would find already counted. Drawn once, in `setup`, and checkpointed with the state.
+    """
+    return f"{run_id_for(run_dir)[:119]}-{secrets.token_hex(4)}"

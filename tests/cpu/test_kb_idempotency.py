@@ -13,6 +13,7 @@ from kernelblaster.kb.codec import encode
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent, apply_outcome
 from kernelblaster.kb.schema import KBDocument, OutcomeStatus
 from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.nodes.setup import unique_run_id
 
 SUITE = 250
 
@@ -104,3 +105,12 @@ def test_the_same_step_of_another_run_is_a_new_outcome() -> None:
 def test_an_event_id_far_beyond_any_run_shape_is_refused(field: str) -> None:
     with pytest.raises(ValidationError, match=field):
         EventId.model_validate({"run_id": "run", "iteration": 0, "trajectory": 0, "step": 0} | {field: 10**6})
+
+
+def test_a_new_run_in_a_directory_of_the_same_name_is_not_taken_for_a_resume() -> None:
+    first, second = unique_run_id("/suites/a/001_matmul"), unique_run_id("/suites/b/001_matmul")
+    assert first != second
+    assert first.startswith("001_matmul-") and second.startswith("001_matmul-")
+    document = seed_document()
+    assert apply_outcome(document, measured(first, 0, 0, 0), START)
+    assert apply_outcome(document, measured(second, 0, 0, 0), START)
