@@ -39,6 +39,12 @@ _KEYED_RECORDS = (':{"category":', "  "), (':{"id":', "  ")
 _STEPS_KEY = '"applied_steps":'
 _RUN_MARKER = ":[["
 
+# Each layout the file records, what this version expects, and what a mismatch would break.
+_LAYOUTS = (
+    ("signature_fields", SIGNATURE_FIELDS, "its signatures cannot be compared with new profiles"),
+    ("stats_fields", STATS_FIELDS, "its statistics would be read in the wrong order"),
+)
+
 
 @dataclass(frozen=True)
 class DecodedKB:
@@ -57,7 +63,7 @@ def decode(path: Path, raw: bytes) -> DecodedKB:
             document = KBDocument.model_validate_json(raw)
     except ValidationError:
         return _decode_carefully(path, raw)
-    if document.signature_fields != list(SIGNATURE_FIELDS) or document.stats_fields != list(STATS_FIELDS):
+    if any(getattr(document, key) != list(expected) for key, expected, _ in _LAYOUTS):
         return _decode_carefully(path, raw)
     return DecodedKB(document=document, migrated_from=None)
 
@@ -82,8 +88,7 @@ def _decode_carefully(path: Path, raw: bytes) -> DecodedKB:
         raise KBFileError(path, f"schema version {version!r} is not one this kernelblaster reads ({READABLE_VERSIONS})")
     if version != SCHEMA_VERSION:
         data = _validated(path, migrate_to_current, data)
-    _check_signature_layout(path, data)
-    _check_stats_layout(path, data)
+    _check_layouts(path, data)
     document = _validated(path, KBDocument.model_validate, data)
     return DecodedKB(document=document, migrated_from=None if version == SCHEMA_VERSION else version)
 
@@ -126,25 +131,15 @@ def _parse_json(path: Path, raw: bytes) -> dict[str, Any]:
     return data
 
 
-def _check_signature_layout(path: Path, data: dict[str, Any]) -> None:
-    fields = data.get("signature_fields")
-    if fields != list(SIGNATURE_FIELDS):
-        raise KBFileError(
-            path,
-            f"signature_fields {_summarise_layout(fields)} differ from this version's layout "
-            f"({len(SIGNATURE_FIELDS)} fields, {SIGNATURE_FIELDS[0]} ... {SIGNATURE_FIELDS[-1]}); "
-            "its signatures cannot be compared with new profiles",
-        )
-
-
-def _check_stats_layout(path: Path, data: dict[str, Any]) -> None:
-    fields = data.get("stats_fields")
-    if fields != list(STATS_FIELDS):
-        raise KBFileError(
-            path,
-            f"stats_fields {_summarise_layout(fields)} differ from this version's layout "
-            f"({', '.join(STATS_FIELDS)}); its statistics would be read in the wrong order",
-        )
+def _check_layouts(path: Path, data: dict[str, Any]) -> None:
+    for key, expected, consequence in _LAYOUTS:
+        fields = data.get(key)
+        if fields != list(expected):
+            raise KBFileError(
+                path,
+                f"{key} {_summarise_layout(fields)} differ from this version's layout "
+                f"({len(expected)} fields, {expected[0]} ... {expected[-1]}); {consequence}",
+            )
 
 
 def _summarise_layout(fields: Any) -> str:

@@ -59,7 +59,8 @@ class _V0Document(BaseModel):
 
 
 class _V1Stats(BaseModel):
-    """v1's statistics object; dumps as the v2 array (bounds and counts are checked by the v2 schema)."""
+    """v1's statistics object, its fields frozen here so that later schema changes leave this migration alone;
+    dumps as the v2 array (bounds and counts are checked by the v2 schema)."""
 
     model_config = ConfigDict(extra="forbid")
 

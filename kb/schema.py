@@ -127,7 +127,7 @@ class OutcomeStats(NamedTuple):
 
     A named tuple, stored in the file as one JSON array in the order of `STATS_FIELDS` (the file names
     the order in its `stats_fields`): a KB holds tens of thousands of these, and an array is a third
-    the size of an object and several times faster to load. Immutable: each outcome makes a new one, so
+    the size of an object and about half the time to load. Immutable: each outcome makes a new one, so
     `NO_OUTCOMES` can be shared by every untried entry. Counts are checked where a document is validated
     (`CheckedStats`).
     """
