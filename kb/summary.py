@@ -59,10 +59,16 @@ def format_stats(stats: KBStats) -> str:
 def _describe_pruned(log: PruneLog) -> str:
     if log.last_pruned_at is None:
         return "nothing yet"
-    return (
-        f"{log.optimizations} optimizations, {log.states} states, {log.transitions} transitions so far "
-        f"(last {log.last_pruned_at:%Y-%m-%d %H:%M} UTC; latest: {', '.join(log.recent[-5:])})"
+    counts = ", ".join(
+        _counted(count, noun)
+        for count, noun in ((log.optimizations, "optimization"), (log.states, "state"), (log.transitions, "transition"))
     )
+    latest = f"; latest: {', '.join(log.recent[-5:])}" if log.recent else ""
+    return f"{counts} so far (last {log.last_pruned_at:%Y-%m-%d %H:%M} UTC{latest})"
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def format_state_list(document: KBDocument) -> str:

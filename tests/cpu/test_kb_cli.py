@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernelblaster.graph.cli import main
+from kernelblaster.kb.edits import Deprecate
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent
 from kernelblaster.kb.paths import backup_path_for
 from kernelblaster.kb.store import KnowledgeBase
@@ -35,6 +36,17 @@ def test_stats_json_reports_counts_size_and_arches(capsys: pytest.CaptureFixture
     assert stats["optimizations"] >= 30
     assert stats["bytes"] == kb_path.stat().st_size
     assert stats["arches"] == []
+
+
+def test_stats_say_what_pruning_removed(capsys: pytest.CaptureFixture[str], kb_path: Path) -> None:
+    KnowledgeBase.load(kb_path).apply_edits(
+        [Deprecate(state_id="memory_bandwidth_bound", technique="streaming_stores", reason="never measurable")]
+    )
+    _, out, _ = run(capsys, "kb", "stats", "--kb", str(kb_path))
+    assert "pruned: 1 optimization, 0 states, 0 transitions so far" in out
+    assert "latest: memory_bandwidth_bound/streaming_stores" in out
+    _, out, _ = run(capsys, "kb", "stats", "--kb", str(kb_path), "--json")
+    assert json.loads(out)["pruned"]["recent"] == ["memory_bandwidth_bound/streaming_stores"]
 
 
 def test_kb_location_comes_from_the_environment_variable(
