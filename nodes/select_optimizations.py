@@ -43,7 +43,8 @@ def select_optimizations(state: TrajectoryState, runtime: Runtime[RunContext], *
 
 
 def step_seed(context: RunContext, state: TrajectoryState) -> int:
-    """A seed for this step's draw, the same on every replay of it."""
-    run_id = run_id_for(context.replay_from) if context.replay_from else state.run_id
-    text = f"{context.seed}/{run_id}/{state.iteration}/{state.trajectory}/{state.step}"
+    """A seed for this step's draw, the same on every replay of it: from the run directory's name, which a
+    replay knows, not from the run id, whose random suffix it does not."""
+    run_name = run_id_for(context.replay_from or state.run_dir)
+    text = f"{context.seed}/{run_name}/{state.iteration}/{state.trajectory}/{state.step}"
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
