@@ -9,13 +9,16 @@
 `optimize`, `resume` and `answer` run until the run finishes or waits for a person's answer (`--llm human`),
 calling `on_progress` with each `Progress`; `Run` gives the same as a stream. Everything a run needs to
 continue is in its run directory: `run.json` (problem and configuration) and `checkpoints.sqlite`.
+A new run is checked in full (`graph.preflight`) before its directory is created; a run that fails
+writes `report.md` saying why; one process at a time advances a run.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import closing
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,21 +26,33 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from kernelblaster.graph.checkpoint import DURABILITY, open_checkpointer, thread_config
+from kernelblaster.graph.checkpoint import (
+    DURABILITY,
+    check_checkpoints_readable,
+    checkpoints_presence,
+    create_checkpoints,
+    open_checkpointer,
+    thread_config,
+)
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.cost import ModelPrice, usage_cost
 from kernelblaster.graph.graph import compile_graph
 from kernelblaster.graph.human import HumanQuestion
+from kernelblaster.graph.preflight import check_new_run
 from kernelblaster.graph.progress import Progress, ProgressNote
-from kernelblaster.graph.run_files import RunFiles, RunRecord
+from kernelblaster.graph.run_files import (
+    RunFiles,
+    RunRecord,
+    RunStatus,
+    RunStatusName,
+    write_text_atomically,
+)
 from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import KernelRef, OptimizationInput, TokenUsage
-from kernelblaster.harness.problem import load_problem
-from kernelblaster.kb.paths import resolve_kb_path
+from kernelblaster.kb.paths import chosen_kb_path
+from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.nodes.setup import run_id_for
 from kernelblaster.tools.errors import UserFacingError
-
-RUNS_DIRECTORY = Path("runs")
 
 
 class PendingQuestion(BaseModel):
@@ -69,56 +84,73 @@ class Run:
     def __init__(self, files: RunFiles, record: RunRecord, services: Services) -> None:
         self.files = files
         self.record = record
+        self.context = record.context_in(files.root)
         self.services = services
 
     @classmethod
     def create(cls, problem: Path | str, context: RunContext, *, init: Path | str | None = None,
                services: Services | None = None) -> Run:
-        """A new run directory for `problem`, checked before anything is written or run on a GPU."""
+        """A new run directory for `problem`, checked in full before anything is written or run on a GPU."""
         services = services or Services()
-        services.check(context)
-        problem_path = Path(problem).resolve()
-        load_problem(problem_path)
-        if init is not None and not Path(init).is_file():
-            raise UserFacingError(f"{init}: the --init CUDA file does not exist")
-        run_dir = Path(context.run_dir or RUNS_DIRECTORY / f"{problem_path.stem}-{datetime.now():%Y%m%d-%H%M%S}")
-        files = RunFiles(run_dir.resolve())
-        if files.record.exists():
-            raise UserFacingError(f"{run_dir} already holds a run: continue it with `kernelblaster resume {run_dir}`")
+        checked = check_new_run(problem, context, init, services)
+        if not checked.kb_path.exists():
+            KnowledgeBase.create(checked.kb_path)  # the default KB, on first use
+        files = RunFiles(checked.run_dir)
+        try:
+            files.root.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserFacingError(f"cannot create the run directory {files.root}: {error.strerror or error}") from None
+        kb_path = _relative_if_inside(checked.kb_path, files.root)
         replay_from = str(Path(context.replay_from).resolve()) if context.replay_from else None
-        context = context.model_copy(update={"run_dir": str(files.root), "replay_from": replay_from,
-                                             "kb_path": str(resolve_kb_path(context.kb_path).resolve())})
-        record = RunRecord(run_id=run_id_for(str(files.root)), problem_path=str(problem_path),
-                           init_kernel=str(Path(init).resolve()) if init else None, context=context)
-        files.write_record(record)
+        stored = context.model_copy(update={"run_dir": None, "kb_path": kb_path, "replay_from": replay_from})
+        record = RunRecord(run_id=run_id_for(str(files.root)), problem_path=str(checked.problem),
+                           init_kernel=str(checked.init) if checked.init else None, created=_now(), context=stored)
+        with files.exclusive():
+            if files.record.exists():
+                raise UserFacingError(f"{files.root} already holds a run: continue it with "
+                                      f"`kernelblaster resume {files.root}`")
+            create_checkpoints(files)
+            files.write_record(record)
+            files.write_status(RunStatus(status="created", updated=_now()))
         return cls(files, record, services)
 
     @classmethod
-    def open(cls, run_dir: Path | str, services: Services | None = None) -> Run:
+    def open(cls, run_dir: Path | str, services: Services | None = None, *, restart: bool = False) -> Run:
+        """An existing run, checked before anything is written: its files are readable, its KB is there,
+        nothing it needs is missing. A run whose checkpoints were deleted or emptied starts over only with
+        `restart`."""
         files = RunFiles(Path(run_dir).resolve())
-        if not files.record.exists():
-            raise UserFacingError(f"{run_dir}: not a run directory (no run.json)")
         record = files.read_record()
+        lost = _checkpoints_lost(files, record, restart)
+        chosen_kb_path(record.context_in(files.root).kb_path)
         services = services or Services()
-        services.check(record.context)
+        services.check(record.context_in(files.root))
+        if lost:
+            files.checkpoints.unlink(missing_ok=True)  # empty: nothing in it to lose
+            create_checkpoints(files)
         return cls(files, record, services)
 
     def progress(self, answers: dict[str, str] | None = None) -> Iterator[Progress]:
-        """Start or continue the run (with answers to pending questions, by id) until it finishes or waits."""
-        with open_checkpointer(self.files) as checkpointer:
-            graph = compile_graph(self.services, checkpointer)
-            tracker = _Tracker.from_state(graph.get_state(thread_config(self.record.run_id)).values,
-                                          self.record.context.prices)
-            stream = graph.stream(self._graph_input(graph, answers), thread_config(self.record.run_id),
-                                  context=self.record.context, stream_mode=["updates", "custom"], subgraphs=True,
-                                  durability=DURABILITY)
-            # Closed before the checkpointer: an exception here (Ctrl-C) must let running nodes finish
-            # with the database still open.
-            with closing(stream):
-                for namespace, mode, data in stream:
-                    progress = tracker.update(namespace, mode, data)
-                    if progress is not None:
-                        yield progress
+        """Start or continue the run (with answers to pending questions, by id) until it finishes or waits.
+
+        At the end the run's `status.json` says where it stands (and `question.md` holds the questions it
+        waits on); a run stopped by an error writes `report.md` saying why."""
+        with self.files.exclusive():
+            try:
+                yield from self._stream(answers)
+            except (KeyboardInterrupt, GeneratorExit):
+                self._set_status("stopped", None, "interrupted")
+                raise
+            except UserFacingError as error:
+                self._fail(str(error))
+                raise
+            except Exception as error:
+                self._fail(f"an unexpected {type(error).__name__}: {error}")
+                raise
+            outcome = self.outcome()
+            if outcome.questions:
+                write_questions(self.files, outcome.questions)
+            self._set_status(outcome.status, outcome.best_speedup)
 
     def advance(self, on_progress: ProgressCallback | None = None) -> RunOutcome:
         """Start or continue the run until it finishes or waits for an answer."""
@@ -151,10 +183,40 @@ class Run:
                           questions=questions, ended_early=snapshot.values.get("ended_early"))
 
     def _drive(self, answers: dict[str, str] | None, on_progress: ProgressCallback | None) -> RunOutcome:
-        for progress in self.progress(answers):
-            if on_progress is not None:
-                on_progress(progress)
+        # Closed at once if `on_progress` raises (Ctrl-C), so the run's status is written and its lock freed.
+        with closing(self.progress(answers)) as stream:
+            for progress in stream:
+                if on_progress is not None:
+                    on_progress(progress)
         return self.outcome()
+
+    def _stream(self, answers: dict[str, str] | None) -> Iterator[Progress]:
+        with open_checkpointer(self.files) as checkpointer:
+            graph = compile_graph(self.services, checkpointer)
+            tracker = _Tracker.from_state(graph.get_state(thread_config(self.record.run_id)).values,
+                                          self.context.prices)
+            self._set_status("running", tracker.best_speedup)
+            stream = graph.stream(self._graph_input(graph, answers), thread_config(self.record.run_id),
+                                  context=self.context, stream_mode=["updates", "custom"], subgraphs=True,
+                                  durability=DURABILITY)
+            # Closed before the checkpointer: an exception here (Ctrl-C) must let running nodes finish
+            # with the database still open.
+            with closing(stream):
+                for namespace, mode, data in stream:
+                    progress = tracker.update(namespace, mode, data)
+                    if progress is not None:
+                        yield progress
+
+    def _fail(self, reason: str) -> None:
+        """Say in `report.md` (and `status.json`) why the run stopped; `resume` continues it once fixed."""
+        write_text_atomically(self.files.report_markdown, failure_report(self.record, self.files, reason))
+        self._set_status("failed", None, reason)
+
+    def _set_status(self, status: RunStatusName, best_speedup: float | None, reason: str | None = None) -> None:
+        previous = self.files.read_status()
+        best = best_speedup if best_speedup is not None else previous.best_speedup if previous else None
+        self.files.write_status(RunStatus(status=status, updated=_now(), best_speedup=best, reason=reason,
+                                          pid=os.getpid() if status == "running" else None))
 
     def _graph_input(self, graph: CompiledStateGraph, answers: dict[str, str] | None) -> Any:
         if answers is not None:
@@ -170,16 +232,65 @@ def optimize(problem: Path | str, context: RunContext | None = None, *, init: Pa
     return Run.create(problem, context or RunContext(), init=init, services=services).advance(on_progress)
 
 
-def resume(run_dir: Path | str, *, services: Services | None = None,
-           on_progress: ProgressCallback | None = None) -> RunOutcome:
-    """Continue a run after a crash, a kill or Ctrl-C, without redoing its finished steps."""
-    return Run.open(run_dir, services).advance(on_progress)
+def resume(run_dir: Path | str, *, services: Services | None = None, on_progress: ProgressCallback | None = None,
+           restart: bool = False) -> RunOutcome:
+    """Continue a run after a crash, a kill or Ctrl-C, without redoing its finished steps (`restart`: start
+    over a run whose checkpoints were deleted or emptied)."""
+    return Run.open(run_dir, services, restart=restart).advance(on_progress)
 
 
 def answer(run_dir: Path | str, text: str, *, question_id: str | None = None, services: Services | None = None,
            on_progress: ProgressCallback | None = None) -> RunOutcome:
     """Answer a pending question of a `--llm human` run (the first one, or `question_id`) and continue it."""
     return Run.open(run_dir, services).answer(text, question_id, on_progress)
+
+
+def write_questions(files: RunFiles, questions: list[PendingQuestion]) -> Path:
+    """Write the pending prompts to `question.md`, first to be answered first."""
+    parts = []
+    for pending in questions:
+        question = pending.question
+        problem = (f"\n**Your previous answer could not be used:** {question.previous_answer_problem}\n"
+                   if question.previous_answer_problem else "")
+        parts.append(f"# Question {pending.id} ({question.role}, node {question.node})\n{problem}\n"
+                     f"## Instructions\n\n{question.instructions}\n\n## Prompt\n\n{question.prompt}\n\n"
+                     f"## Answer format\n\n{question.answer_format}\n")
+    write_text_atomically(files.question, "\n\n".join(parts))
+    return files.question
+
+
+def failure_report(record: RunRecord, files: RunFiles, reason: str) -> str:
+    """`report.md` of a run that stopped on an error: why, and how to go on."""
+    return (f"# KernelBlaster run {record.run_id}: failed\n\nProblem: `{record.problem_path}`\n\n"
+            f"The run stopped on this error:\n\n    {reason}\n\nEverything it did so far is kept in "
+            f"this directory. Fix the cause, then continue with `kernelblaster resume {files.root}`.\n")
+
+
+def _checkpoints_lost(files: RunFiles, record: RunRecord, restart: bool) -> bool:
+    """Whether the run's checkpoints were deleted or emptied (allowed only with `restart`); an error if they
+    are damaged, or intact and `restart` was asked for."""
+    presence = checkpoints_presence(files, record.problem_path)
+    if presence == "present":
+        if restart:
+            raise UserFacingError(f"--restart: the checkpoints of {files.root} are intact; resume it without "
+                                  "--restart")
+        check_checkpoints_readable(files, record.run_id, record.problem_path)
+        return False
+    if not restart:
+        raise UserFacingError(
+            f"{files.checkpoints} is {presence}: the run's progress is lost and it would start over from the "
+            f"beginning; to do that, run `kernelblaster resume {files.root} --restart` (its kernels and "
+            "results stay)")
+    return True
+
+
+def _relative_if_inside(path: Path, root: Path) -> str:
+    """`path` relative to `root` if it is inside it (so the run directory stays movable), else absolute."""
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 class _Tracker:

@@ -1,6 +1,8 @@
 """The `kernelblaster` command line: one parser whose sub-commands live beside the code they drive.
 
-Each command group module exposes `add_commands(subparsers)`, setting `func(args) -> int` on its parsers.
+Each command group module exposes `add_commands(subparsers)` and declares its commands with
+`tools.options.add_command` (flags validated into a pydantic model before the command runs). Building the
+parser imports no torch, LangGraph or Chroma, so `--help` and light commands answer at once.
 Errors meant for the user (`UserFacingError`) print one line and exit with the error's status (2, or 4 for a
 problem too large for the GPU); nothing prints a traceback for them.
 """
@@ -11,36 +13,57 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from kernelblaster.graph import run_cli, runs_cli
+from kernelblaster.harness import cli as harness_cli
+from kernelblaster.kb import cli as kb_cli
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.options import CommandLineParser
+
+PROGRAM = "kernelblaster"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kernelblaster.graph import run_cli
-    from kernelblaster.harness import cli as harness_cli
-    from kernelblaster.kb import cli as kb_cli
-
-    parser = argparse.ArgumentParser(
-        prog="kernelblaster",
+    parser = CommandLineParser(
+        prog=PROGRAM,
         description="Make PyTorch workloads faster with verified CUDA written by LLM agents that learn.",
     )
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action=_PrintVersion, help="print the installed version and exit")
+    subparsers = parser.add_subparsers(dest="command_name", required=True, metavar="COMMAND")
     harness_cli.add_commands(subparsers)
     kb_cli.add_commands(subparsers)
     run_cli.add_commands(subparsers)
+    runs_cli.add_commands(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        args = build_parser().parse_args(argv)
+        return int(args.command(args))
     except UserFacingError as error:
-        print(f"kernelblaster: {error}", file=sys.stderr)
+        print(f"{PROGRAM}: {error}", file=sys.stderr)
         return error.exit_status
     except KeyboardInterrupt:
-        print("kernelblaster: interrupted", file=sys.stderr)
+        print(f"{PROGRAM}: interrupted", file=sys.stderr)
         return 130
+
+
+class _PrintVersion(argparse.Action):
+    """`--version`, looked up only when asked for (reading package metadata takes a while)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from importlib import metadata
+
+        try:
+            version = metadata.version(PROGRAM)
+        except metadata.PackageNotFoundError:
+            version = "(not installed)"
+        print(f"{PROGRAM} {version}")
+        parser.exit()
 
 
 if __name__ == "__main__":

@@ -7,12 +7,13 @@ fills it from flags. The defaults follow the paper's tuning (search depth about 
 
 from __future__ import annotations
 
-from typing import Literal, Self, TypeAlias, get_args
+from typing import Annotated, Literal, Self, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kernelblaster.graph.cost import ModelPrice
-from kernelblaster.harness.precision import PrecisionPolicy
+from kernelblaster.harness.precision_policy import PrecisionPolicy
+from kernelblaster.tools.options import KEY_VALUE_PAIRS, EndpointUrl, GpuIndices, Libraries, PathText, Seconds
 
 Role = Literal[
     "lowering",
@@ -26,6 +27,7 @@ Role = Literal[
 ROLES: tuple[Role, ...] = get_args(Role)
 Precision: TypeAlias = PrecisionPolicy  # the harness's policies (harness/precision.py)
 Provider = Literal["openai", "human", "replay"]
+ModelName = Annotated[str, Field(min_length=1)]
 # How a schema-shaped answer is asked for, from the most to the least enforced by the endpoint; `text` asks
 # for the JSON in the prompt alone. A server that refuses one falls back to the next (`graph.endpoint`).
 StructuredOutputMethod = Literal["function_calling", "json_schema", "json_mode", "text"]
@@ -48,15 +50,21 @@ class RunContext(BaseModel):
         description="openai: any OpenAI-compatible endpoint; human: every prompt pauses for a person's answer; "
                     "replay: answers come from the llm.jsonl of the run in replay_from",
     )
-    replay_from: str | None = Field(default=None, description="Run directory whose llm.jsonl answers (llm=replay)")
-    model: str = Field(default="gpt-4.1", description="Model for every role without its own entry in role_models")
-    role_models: dict[Role, str] = Field(default_factory=dict, description="A different model for some roles")
-    base_url: str | None = Field(default=None, description="Endpoint URL (default: $OPENAI_BASE_URL, else OpenAI)")
+    replay_from: PathText | None = Field(
+        default=None, description="Run directory whose llm.jsonl answers (llm=replay)"
+    )
+    model: ModelName = Field(default="gpt-4.1", description="Model for every role without its own entry in role_models")
+    role_models: Annotated[dict[Role, ModelName], KEY_VALUE_PAIRS] = Field(
+        default_factory=dict, description="A different model for some roles"
+    )
+    base_url: EndpointUrl | None = Field(
+        default=None, description="Endpoint URL (default: $OPENAI_BASE_URL, else OpenAI)"
+    )
     structured_output: StructuredOutputMethod = Field(
         default="function_calling",
         description="How the endpoint is first asked for schema-shaped answers (a refusal falls back once per run)",
     )
-    role_protocols: dict[Role, AnswerProtocol] = Field(
+    role_protocols: Annotated[dict[Role, AnswerProtocol], KEY_VALUE_PAIRS] = Field(
         default_factory=dict, description="schema or text answers for some roles (default: text for lowering)"
     )
     temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature (default: "
@@ -64,8 +72,8 @@ class RunContext(BaseModel):
     max_output_tokens: int | None = Field(default=None, ge=1, description="Longest answer, reasoning included, "
                                           "sent as max_completion_tokens (default: the server's limit)")
     llm_retries: int = Field(default=3, ge=0, le=10, description="Retries of transient transport errors per call")
-    llm_max_wait_s: float = Field(default=60.0, gt=0, description="Longest wait before a retry (a longer "
-                                  "Retry-After is cut to this)")
+    llm_max_wait_s: Seconds = Field(default=60.0, description="Longest wait before a retry (a longer "
+                                    "Retry-After is cut to this)")
     max_concurrent_requests: int = Field(default=8, ge=1, le=1024, description="Requests in flight to one "
                                          "endpoint from this process, across runs, roles and trajectories")
     token_limit: int | None = Field(default=None, ge=1, description="Tokens (input + output) the run may spend; "
@@ -74,7 +82,7 @@ class RunContext(BaseModel):
     answer_retries: int = Field(
         default=2, ge=0, le=10, description="Retries of an answer that has no code or does not fit its schema"
     )
-    llm_timeout_s: float = Field(default=600.0, gt=0, description="Seconds one LLM request may take")
+    llm_timeout_s: Seconds = Field(default=600.0, description="Seconds one LLM request may take")
 
     iterations: int = Field(default=2, ge=1, le=100, description="Learning iterations (paper: 10)")
     trajectories: int = Field(default=2, ge=1, le=64, description="Trajectories per iteration, W (paper: about 8)")
@@ -87,19 +95,21 @@ class RunContext(BaseModel):
         default=2, ge=1, le=64, description="Consecutive failed steps after which a trajectory stops early"
     )
 
-    gpus: tuple[int, ...] = Field(default=(0,), min_length=1, description="CUDA devices that share the GPU work")
+    gpus: GpuIndices = Field(default=(0,), description="CUDA devices that share the GPU work")
     precision: Precision = Field(default="strict", description="Numerical freedom of candidates and baselines")
-    allow: tuple[str, ...] = Field(default=(), description="Libraries candidates may use (cublas, cudnn, ...)")
+    allow: Libraries = Field(default=(), description="Libraries candidates may use (cublas, cudnn, ...)")
     seeds: int = Field(default=5, ge=1, le=100, description="Seeds of fresh inputs each candidate is verified on")
-    kernel_timeout_s: float = Field(default=20.0, gt=0, description="Seconds one kernel call may take")
+    kernel_timeout_s: Seconds = Field(default=20.0, description="Seconds one kernel call may take")
     profile: bool = Field(default=True, description="Profile kernels with Nsight Compute (the state comes from it)")
     soft_verify: bool = Field(
         default=True, description="Ask an LLM whether a verified kernel still does all the model does"
     )
 
-    kb_path: str | None = Field(default=None, description="Knowledge base file (default: $KERNELBLASTER_KB, ...)")
+    kb_path: PathText | None = Field(
+        default=None, description="An existing knowledge base file (default: $KERNELBLASTER_KB, else the user's KB)"
+    )
     kb_slice_tokens: int = Field(default=1500, ge=200, description="Token budget of the KB slice in a prompt")
-    run_dir: str | None = Field(default=None, description="Run directory (default: runs/<problem>-<time>)")
+    run_dir: PathText | None = Field(default=None, description="Run directory (default: runs/<problem>-<time>)")
     seed: int = Field(default=0, ge=0, description="Seed of the optimization sampling")
 
     @model_validator(mode="after")

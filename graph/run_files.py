@@ -1,28 +1,79 @@
 """The run directory's layout: where sources, evaluation results, learning notes and the report are kept.
 
-Every path the state holds is relative to the run directory, so a run directory can be moved or copied
-and still resumed. Kernel sources are stored by content hash, so the same source is stored once.
+A run directory is self-contained and movable: `run.json` holds no path into it (the directory is wherever
+`run.json` is found), the run works on its own copy of the problem (and `--init` kernel) under `inputs/`,
+and every path the state holds is relative to it. Kernel sources are stored by content hash, so the same
+source is stored once. One process at a time advances a run (`RunFiles.exclusive`); `status.json` says
+where it stands without opening its checkpoints, for `kernelblaster runs`.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
-import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from kernelblaster.graph.context import RunContext
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import write_atomically
+
+RunStatusName = Literal["created", "running", "waiting_for_answer", "finished", "stopped", "failed"]
 
 
 class RunRecord(BaseModel):
-    """`run.json`: what `resume` needs to continue a run that this process did not start."""
+    """`run.json`: what `resume` needs to continue a run that this process did not start.
+
+    `problem_path` and `init_kernel` are the user's files as given (absolute); the run copies them into
+    `inputs/` when it starts. `context.run_dir` is not stored, and a KB inside the run is stored relative.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     run_id: str
     problem_path: str
     init_kernel: str | None
+    created: datetime | None = None
     context: RunContext
+
+    def context_in(self, root: Path) -> RunContext:
+        """The run's context for its directory `root`, wherever the directory now is."""
+        kb_path = self.context.kb_path
+        if kb_path is not None and not Path(kb_path).is_absolute():
+            kb_path = str(root / kb_path)
+        return self.context.model_copy(update={"run_dir": str(root), "kb_path": kb_path})
+
+
+class RunStatus(BaseModel):
+    """`status.json`: where the run stood when a process last touched it."""
+
+    status: RunStatusName
+    updated: datetime
+    best_speedup: float | None = None
+    reason: str | None = None
+    pid: int | None = None
+
+
+class RunInUse(UserFacingError):
+    """Another process is advancing the run."""
+
+
+class RunFileDamaged(UserFacingError):
+    """A file of the run that cannot be read back; it is left as it is, and the message says what to do."""
+
+    def __init__(self, files: RunFiles, path: Path, detail: str, problem: str | None = None) -> None:
+        best = files.best_kernel()
+        new_run = f"kernelblaster optimize {problem or 'PROBLEM.py'}"
+        what_to_do = (f"the run's kernels and reports are intact: start a new run from its best kernel with "
+                      f"`{new_run} --init {best}`" if best else
+                      f"the run has no correct kernel yet to start from: start a new run with `{new_run}`")
+        super().__init__(f"{path} is damaged ({detail}) and is left as it is; {what_to_do}")
 
 
 def source_sha256(source: str) -> str:
@@ -31,15 +82,7 @@ def source_sha256(source: str) -> str:
 
 def write_text_atomically(path: Path, text: str) -> None:
     """Write `text` so that a kill leaves the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        with os.fdopen(handle, "w") as temp_file:
-            temp_file.write(text)
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    write_atomically(path, text.encode())
 
 
 class RunFiles:
@@ -51,6 +94,14 @@ class RunFiles:
     @property
     def record(self) -> Path:
         return self.root / "run.json"
+
+    @property
+    def status(self) -> Path:
+        return self.root / "status.json"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "run.lock"
 
     @property
     def checkpoints(self) -> Path:
@@ -76,7 +127,12 @@ class RunFiles:
     def question(self) -> Path:
         return self.root / "question.md"
 
+    def input_copy(self, original: Path) -> str:
+        """Where the run keeps its copy of a file it was given, relative to the run directory."""
+        return f"inputs/{original.name}"
+
     def path(self, relative: str) -> Path:
+        """A path the state holds, in this directory (an absolute path stays as it is)."""
         return self.root / relative
 
     def read(self, relative: str) -> str:
@@ -119,4 +175,64 @@ class RunFiles:
         write_text_atomically(self.record, record.model_dump_json(indent=1))
 
     def read_record(self) -> RunRecord:
-        return RunRecord.model_validate_json(self.record.read_text())
+        """`run.json`, or a one-line error saying it is missing or damaged."""
+        if not self.record.is_file():
+            raise UserFacingError(f"{self.root}: not a run directory (no run.json)")
+        try:
+            return RunRecord.model_validate_json(self.record.read_bytes())
+        except ValidationError as error:
+            first = error.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise RunFileDamaged(self, self.record, f"{where + ': ' if where else ''}{first['msg']}") from None
+        except OSError as error:
+            raise RunFileDamaged(self, self.record, f"cannot be read: {error.strerror or error}") from None
+
+    def write_status(self, status: RunStatus) -> None:
+        write_text_atomically(self.status, status.model_dump_json(indent=1))
+
+    def read_status(self) -> RunStatus | None:
+        """`status.json`, or None if there is none or it cannot be read (it is only a summary)."""
+        try:
+            return RunStatus.model_validate_json(self.status.read_bytes())
+        except (OSError, ValidationError):
+            return None
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the run for the block, or a one-line error if another process holds it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.lock, "a+") as lock_file:
+            try:
+                fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock_file.seek(0)
+                holder = lock_file.read().strip() or "unknown"
+                raise RunInUse(f"{self.root} is in use by another kernelblaster process (pid {holder}); "
+                                      "wait for it to end, or stop it first") from None
+            try:
+                lock_file.seek(0)
+                lock_file.truncate()
+                lock_file.write(str(os.getpid()))
+                lock_file.flush()
+                yield
+            finally:
+                fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
+
+    def best_kernel(self) -> Path | None:
+        """`best.cu` if the run finished, else its fastest kernel measured correct so far, if any."""
+        if self.best_source.is_file():
+            return self.best_source
+        from kernelblaster.harness.result import EvalResult
+
+        measured: list[tuple[float, str]] = []
+        for path in self.root.glob("results/*.measure.json"):
+            try:
+                result = EvalResult.model_validate_json(path.read_bytes())
+            except (OSError, ValidationError):
+                continue
+            if result.verdict == "ok" and result.timing is not None:
+                measured.append((result.timing.event.median_ms, result.source_sha256))
+        if not measured:
+            return None
+        kernel = self.path(f"kernels/{min(measured)[1][:16]}.cu")
+        return kernel if kernel.is_file() else None

@@ -9,7 +9,7 @@ A suite runner passes the `TokenBudget` its runs share.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -30,8 +30,10 @@ from kernelblaster.graph.run_files import RunFiles, source_sha256
 from kernelblaster.harness.evaluate import EvalOptions
 from kernelblaster.harness.problem import Problem, load_problem
 from kernelblaster.harness.profile import ProfileOutcome
+from kernelblaster.harness.requirements import missing_for_run
 from kernelblaster.harness.result import BaselineTiming, EvalResult
 from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.tools.errors import UserFacingError
 
 
 class BuiltCandidate(Protocol):
@@ -69,7 +71,13 @@ class ChatModels(Protocol):
     def for_role(self, context: RunContext, role: Role) -> BaseChatModel: ...
 
 
-EvaluatorFactory = Callable[[Problem, EvalOptions], Evaluator]
+class EvaluatorFactory(Protocol):
+    """Makes the evaluator of one problem and set of options, and says what it needs from the machine."""
+
+    def __call__(self, problem: Problem, options: EvalOptions) -> Evaluator: ...
+
+    def missing(self, context: RunContext) -> list[str]:
+        """What this machine lacks to evaluate candidates as `context` asks; empty when nothing."""
 
 
 class OpenAIChatModels:
@@ -82,10 +90,19 @@ class OpenAIChatModels:
         return chat_model(context, role)
 
 
-def harness_evaluator(problem: Problem, options: EvalOptions) -> Evaluator:
-    from kernelblaster.harness.evaluate import CandidateEvaluator
+class HarnessEvaluators:
+    """The GPU harness (`harness.evaluate.CandidateEvaluator`): a GPU for each index, nvcc, ncu to profile."""
 
-    return CandidateEvaluator(problem, options)
+    def __call__(self, problem: Problem, options: EvalOptions) -> Evaluator:
+        from kernelblaster.harness.evaluate import CandidateEvaluator
+
+        return CandidateEvaluator(problem, options)
+
+    def missing(self, context: RunContext) -> list[str]:
+        return missing_for_run(context.gpus, context.profile)
+
+
+harness_evaluator = HarnessEvaluators()
 
 
 def eval_options(context: RunContext, gpu: int) -> EvalOptions:
@@ -149,7 +166,7 @@ class RunResources:
     def knowledge_base(self) -> Iterator[KnowledgeBase]:
         with self._kb_lock:
             if self._kb is None:
-                self._kb = KnowledgeBase.load(self.context.kb_path)
+                self._kb = KnowledgeBase.open(self.context.kb_path)
             yield self._kb
 
 
@@ -165,12 +182,18 @@ class Services:
         self._lock = threading.Lock()
 
     def check(self, context: RunContext) -> None:
+        """A one-line error naming everything a run with `context` needs and cannot have here."""
         self.chat_models.check(context)
+        missing = self.evaluators.missing(context)
+        if missing:
+            raise UserFacingError(f"cannot run here: the run needs {'; '.join(missing)}")
 
     def for_run(self, context: RunContext, problem_path: str, run_dir: str) -> RunResources:
-        root = Path(run_dir).resolve()
+        """The resources of the run in `context.run_dir` (else `run_dir`, where a Studio run keeps its files);
+        a relative `problem_path` is the run's own copy, in that directory."""
+        files = RunFiles(Path(context.run_dir or run_dir).resolve())
         with self._lock:
-            if root not in self._runs:
-                self._runs[root] = RunResources(context, load_problem(problem_path), RunFiles(root),
-                                                self.chat_models, self.evaluators, self.token_budget)
-            return self._runs[root]
+            if files.root not in self._runs:
+                self._runs[files.root] = RunResources(context, load_problem(files.path(problem_path)), files,
+                                                      self.chat_models, self.evaluators, self.token_budget)
+            return self._runs[files.root]

@@ -3,9 +3,10 @@ spec, the peak bytes the pass holds beyond its arguments, and the FLOPs it perfo
 
 The pass runs on the meta device (shapes only: a 16 GiB problem costs nothing) with the tensors it creates
 tracked as they come and go. Models the meta device cannot run (data-dependent shapes) fall back to the GPU
-when one is given, else to the CPU. Small recurrent models run untracked, on the GPU (its allocator then
-measures the footprint) or else the CPU: under any tracking mode, and on meta, PyTorch decomposes an RNN
-into per-step operators, which takes minutes where the fused kernel takes a second.
+when one is given, else to the CPU, but only up to `CPU_PASS_LIMIT_BYTES` of inputs and parameters (a
+larger CPU pass would take the machine's memory: `SpecNeedsGpu`). Small recurrent models run untracked, on
+the GPU (its allocator then measures the footprint) or else the CPU: under any tracking mode, and on meta,
+PyTorch decomposes an RNN into per-step operators, which takes minutes where the fused kernel takes a second.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ from kernelblaster.harness.spec import ProblemSpec, run_forward, spec_from_outpu
 
 # Recurrent models on the CPU only while their arguments stay this small (they are KB-sized in KernelBench).
 CPU_FIRST_LIMIT_BYTES = 1 << 30
+# Without a GPU, a model the meta device cannot run is run on the CPU only up to this many bytes of inputs
+# and parameters: a 3.6 GB input took 13.5 GB and 43 s there.
+CPU_PASS_LIMIT_BYTES = 1 << 30
+
+
+class SpecNeedsGpu(ProblemError):
+    """Without a GPU the spec would need a CPU run of the model beyond `CPU_PASS_LIMIT_BYTES`."""
 
 
 class ForwardFootprint(BaseModel):
@@ -57,8 +65,22 @@ def analyse_problem(problem: Problem, gpu: int | None) -> ProblemAnalysis:
     except ProblemError:
         if gpu is not None:
             return _analyse_on(problem, f"cuda:{gpu}")
+        _refuse_a_large_cpu_pass(problem)
         with _one_cpu_thread():
             return _analyse_on(problem, "cpu")
+
+
+def _refuse_a_large_cpu_pass(problem: Problem) -> None:
+    try:
+        instance = instantiate(problem, 0, "meta")
+    except ProblemError:
+        return  # not even buildable on meta: the CPU pass names the problem's own error
+    needed = sum(_nbytes(t) for t in [*instance.tensor_args, *instance.initial_state.values()])
+    if needed > CPU_PASS_LIMIT_BYTES:
+        raise SpecNeedsGpu(
+            f"{problem.path}: its forward pass cannot run on shapes alone (output shapes that depend on the data, "
+            f"or a failing forward), and running it on the CPU would take {needed / 2**30:.1f} GiB of inputs and "
+            f"parameters (more than {CPU_PASS_LIMIT_BYTES / 2**30:g} GiB); run this on a GPU")
 
 
 def spec_for_problem(problem: Problem, gpu: int | None) -> ProblemSpec:

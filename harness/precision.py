@@ -13,13 +13,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
 
 import torch
 from pydantic import BaseModel
 
-PrecisionPolicy = Literal["strict", "tf32", "fp16", "pytorch-default"]
-PRECISION_POLICIES: tuple[PrecisionPolicy, ...] = ("strict", "tf32", "fp16", "pytorch-default")
+# Re-exported: the names live apart so that they can be imported without torch.
+from kernelblaster.harness.precision_policy import PRECISION_POLICIES as PRECISION_POLICIES
+from kernelblaster.harness.precision_policy import PrecisionPolicy as PrecisionPolicy
 
 
 class Tolerance(BaseModel):

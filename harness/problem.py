@@ -4,6 +4,10 @@ A problem is a `.py` file defining `class Model(nn.Module)`, `get_inputs()` and 
 Models run as constructed (KernelBench's convention: training mode), and because a reference call can
 mutate buffers (BatchNorm running statistics), `ProblemInstance.reference` restores the initial state
 before every call.
+
+Problem code is the user's: whatever it raises (`SystemExit` included) becomes a `ProblemError` naming the
+file and the step, and on the main thread each step (import, building the model and inputs, the spec's
+reference run) is stopped after `PROBLEM_STEP_TIMEOUT_S`, so a problem that sleeps cannot hang a command.
 """
 
 from __future__ import annotations
@@ -11,7 +15,10 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -22,9 +29,55 @@ from torch import nn
 
 from kernelblaster.tools.errors import UserFacingError
 
+# Generous: KernelBench problems import in well under a second and build multi-GB inputs in seconds.
+PROBLEM_STEP_TIMEOUT_S = 120.0
+
 
 class ProblemError(UserFacingError):
     """A problem file that cannot be loaded, constructed or run; the message names the file."""
+
+
+class _ProblemStepTimeout(BaseException):
+    """Raised into problem code that ran too long; a BaseException, so its `except Exception` cannot keep it."""
+
+
+@contextmanager
+def problem_code(path: Path, step: str) -> Iterator[None]:
+    """Run a step of the problem's own code: any exception, `SystemExit` or overrun is a ProblemError."""
+    try:
+        with _deadline(PROBLEM_STEP_TIMEOUT_S):
+            yield
+    except _ProblemStepTimeout:
+        raise ProblemError(f"{path}: {step} took longer than {PROBLEM_STEP_TIMEOUT_S:g} s; "
+                           "a problem must not wait or loop without end") from None
+    except SystemExit as exit_request:
+        raise ProblemError(f"{path}: {step} called exit({exit_request.code!r}); "
+                           "a problem file must define its functions, not end the program") from None
+    except ProblemError:
+        raise
+    except Exception as error:
+        raise ProblemError(f"{path}: {step} failed: {type(error).__name__}: {error}") from None
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Interrupt the block after `seconds` (SIGALRM: only the main thread can, and only if no one else uses it)."""
+    usable = (threading.current_thread() is threading.main_thread()
+              and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None))
+    if not usable:
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise _ProblemStepTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @dataclass(frozen=True)
@@ -94,10 +147,8 @@ def _execute_module(path: Path, sha256: str) -> ModuleType:
     if spec is None or spec.loader is None:
         raise ProblemError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
-    try:
+    with problem_code(path, "importing it"):
         spec.loader.exec_module(module)
-    except Exception as error:
-        raise ProblemError(f"{path}: {type(error).__name__}: {error}") from None
     return module
 
 
@@ -116,14 +167,10 @@ def make_inputs(problem: Problem, seed: int, device: torch.device | str) -> list
 def instantiate(problem: Problem, seed: int, device: torch.device | str) -> ProblemInstance:
     """Build the model and its inputs under `seed`, created on `device` (never staged through the CPU)."""
     torch.manual_seed(seed)
-    try:
-        with torch.device(device):
-            init_args = list(problem.get_init_inputs())
-            model = problem.model_class(*init_args)
-            inputs = problem.get_inputs()
-    except Exception as error:
-        failure = f"{type(error).__name__}: {error}"
-        raise ProblemError(f"{problem.path}: building the model or its inputs failed: {failure}") from None
+    with problem_code(problem.path, "building the model or its inputs"), torch.device(device):
+        init_args = list(problem.get_init_inputs())
+        model = problem.model_class(*init_args)
+        inputs = problem.get_inputs()
     if not isinstance(inputs, list | tuple):
         raise ProblemError(f"{problem.path}: get_inputs() must return a list of forward arguments, "
                            f"got {type(inputs).__name__}")

@@ -7,7 +7,7 @@ from kernelblaster.harness.profile import ProfileOutcome, ProfileReport
 from kernelblaster.harness.result import BaselineTiming, EvalResult, Roofline
 
 
-def render_eval(result: EvalResult) -> str:
+def render_eval(result: EvalResult, profile_requested: bool = False) -> str:
     lines = [
         f"verdict: {result.verdict} - {result.summary}",
         f"problem: {result.problem}   candidate: {result.candidate} (sha256 {result.source_sha256[:12]})",
@@ -37,7 +37,7 @@ def render_eval(result: EvalResult) -> str:
                      f"({result.speedup.vs_eager:.2f}x vs eager, {compile_text} vs torch.compile)")
     if result.roofline:
         lines.append(render_roofline(result.roofline))
-    lines += render_profile_lines(result.profile)
+    lines += render_profile_lines(result.profile, profile_requested)
     if result.verdict == "compile_error" and result.compile_log:
         lines += ["compiler output:", result.compile_log.strip()]
     return "\n".join(lines)
@@ -67,7 +67,9 @@ def render_roofline(roofline: Roofline) -> str:
     return text
 
 
-def render_profile_lines(profile: ProfileOutcome | None) -> list[str]:
+def render_profile_lines(profile: ProfileOutcome | None, requested: bool) -> list[str]:
+    if profile is None and requested:
+        return ["profile: not taken (only a candidate that passes every check is profiled)"]
     if profile is None:
         return ["profile: not requested (--profile)"]
     if not isinstance(profile, ProfileReport):

@@ -11,10 +11,11 @@ import torch
 from pydantic import BaseModel
 
 from kernelblaster.harness.dtypes import dtype_info, dtype_of_tensor
-from kernelblaster.harness.problem import ProblemError, ProblemInstance, outputs_as_list
+from kernelblaster.harness.problem import Problem, ProblemError, ProblemInstance, outputs_as_list, problem_code
 
 ConstantValue = bool | int | float | list[int] | list[float]
 MAX_DIMS = 8  # KBTensor.shape has eight entries
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class TensorSpec(BaseModel):
@@ -61,14 +62,12 @@ def derive_spec(instance: ProblemInstance) -> ProblemSpec:
 
 
 def run_forward(instance: ProblemInstance) -> Any:
-    """The model's raw return value for the instance's arguments; a failure names the problem file."""
-    try:
+    """The model's raw return value for the instance's arguments; a failure (or an overrun: see
+    `harness.problem.problem_code`) names the problem file."""
+    with problem_code(instance.problem.path, "the reference forward pass"):
         instance.model.load_state_dict(instance.initial_state)
         with torch.no_grad():
             return instance.model(*instance.args)
-    except Exception as error:
-        failure = f"{type(error).__name__}: {error}"
-        raise ProblemError(f"{instance.problem.path}: the reference forward pass failed: {failure}") from None
 
 
 def spec_from_output(instance: ProblemInstance, raw_output: Any) -> ProblemSpec:
@@ -89,10 +88,10 @@ def spec_from_output(instance: ProblemInstance, raw_output: Any) -> ProblemSpec:
         ],
         params=[_tensor_spec(key, f"state_dict '{key}'", value) for key, value in instance.initial_state.items()],
         outputs=_output_specs(outputs),
-        constants=[
+        constants=_checked_constants(problem, [
             *_constants(forward_names, instance.args, kind="forward"),
             *_constants(init_names, instance.init_args, kind="init"),
-        ],
+        ]),
         output_is_tuple=isinstance(raw_output, tuple | list),
     )
 
@@ -138,6 +137,16 @@ def _constants(names: list[str], values: list[Any], kind: Literal["forward", "in
         for name, value in zip(names, values, strict=True)
         if not isinstance(value, torch.Tensor)
     ]
+
+
+def _checked_constants(problem: Problem, constants: list[ConstantSpec]) -> list[ConstantSpec]:
+    """The constants, if every integer fits the header's int64_t (a wider one would silently wrap)."""
+    for constant in constants:
+        values = constant.value if isinstance(constant.value, list) else [constant.value]
+        if any(isinstance(v, int) and not isinstance(v, bool) and not INT64_MIN <= v <= INT64_MAX for v in values):
+            raise ProblemError(f"{problem.path}: {constant.origin} = {constant.text} does not fit in a 64-bit "
+                               "integer, the type a candidate receives it as")
+    return constants
 
 
 def _constant_value(value: Any) -> ConstantValue | None:

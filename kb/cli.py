@@ -1,4 +1,8 @@
-"""`kernelblaster kb ...`: inspect, export, import, re-index and compare knowledge bases."""
+"""`kernelblaster kb ...`: create, inspect, export, import, re-index and compare knowledge bases.
+
+Every command but `init` works on an existing KB (`--kb`, `$KERNELBLASTER_KB`, or the default KB, which
+the seed fills on first use): a mistyped path is an error, never a new KB.
+"""
 
 from __future__ import annotations
 
@@ -7,96 +11,162 @@ import json
 import sys
 from pathlib import Path
 
-from kernelblaster.kb.diff import diff_documents, format_diff
-from kernelblaster.kb.errors import KBLookupError
 from kernelblaster.kb.paths import KB_PATH_VARIABLE
-from kernelblaster.kb.store import KnowledgeBase, read_document
-from kernelblaster.kb.summary import format_state, format_state_list, format_stats, kb_stats
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.options import Options, PathText, ReadableFile, add_command
+
+
+class KBOptions(Options):
+    kb: PathText | None = None
+    as_json: bool = False
+
+
+class ShowOptions(KBOptions):
+    state_id: str | None = None
+
+
+class ExportOptions(KBOptions):
+    output: PathText
+
+
+class ImportOptions(KBOptions):
+    file: ReadableFile
+
+
+class DiffOptions(KBOptions):
+    before: ReadableFile
+    after: ReadableFile | None = None
+
+
+class InitOptions(Options):
+    path: PathText | None = None
+    as_json: bool = False
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Add the `kb` command and its sub-commands, each with `func(args) -> int`."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--kb", metavar="PATH", help=f"KB file (default: ${KB_PATH_VARIABLE}, else the user data directory)"
-    )
-    common.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    parser = subparsers.add_parser("kb", help="inspect and maintain the knowledge base")
+    """Add the `kb` command and its sub-commands."""
+    parser = subparsers.add_parser("kb", help="create, inspect and maintain the knowledge base")
     commands = parser.add_subparsers(dest="kb_command", required=True, metavar="KB_COMMAND")
 
-    commands.add_parser("stats", parents=[common], help="counts and size").set_defaults(func=run_stats)
-    show = commands.add_parser("show", parents=[common], help="list the states, or one state in full")
+    init = add_command(commands, "init", help="create a KB from the shipped seed (never over an existing file)",
+                       options=InitOptions, run=run_init)
+    init.add_argument("path", nargs="?", help=f"where (default: ${KB_PATH_VARIABLE}, else the user data directory)")
+    _add_json_flag(init)
+    _add_kb_flags(add_command(commands, "stats", help="counts and size", options=KBOptions, run=run_stats))
+    show = add_command(commands, "show", help="list the states, or one state in full", options=ShowOptions,
+                       run=run_show)
     show.add_argument("state_id", nargs="?", help="a state id (default: list all states)")
-    show.set_defaults(func=run_show)
-    export = commands.add_parser("export", parents=[common], help="write the KB's JSON to a file or stdout")
+    _add_kb_flags(show)
+    export = add_command(commands, "export", help="write the KB's JSON to a file or stdout", options=ExportOptions,
+                         run=run_export)
     export.add_argument("output", help="destination file, or - for standard output")
-    export.set_defaults(func=run_export)
-    load = commands.add_parser("import", parents=[common], help="validate a KB file and make it the KB")
+    _add_kb_flags(export)
+    load = add_command(commands, "import", help="validate a KB file and make it the KB", options=ImportOptions,
+                       run=run_import)
     load.add_argument("file", help="KB file to install (an older schema version is migrated)")
-    load.set_defaults(func=run_import)
-    reindex = commands.add_parser("reindex", parents=[common], help="rebuild the state-signature index")
-    reindex.set_defaults(func=run_reindex)
-    diff = commands.add_parser("diff", parents=[common], help="what changed from one KB to another")
+    _add_kb_flags(load)
+    _add_kb_flags(add_command(commands, "reindex", help="rebuild the state-signature index", options=KBOptions,
+                              run=run_reindex))
+    diff = add_command(commands, "diff", help="what changed from one KB to another", options=DiffOptions,
+                       run=run_diff)
     diff.add_argument("before", help="the older KB file (a snapshot, an export)")
     diff.add_argument("after", nargs="?", help="the newer KB file (default: the KB)")
-    diff.set_defaults(func=run_diff)
+    _add_kb_flags(diff)
 
 
-def run_stats(args: argparse.Namespace) -> int:
-    kb = KnowledgeBase.load(args.kb)
+def _add_kb_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kb", metavar="PATH",
+                        help=f"an existing KB file (default: ${KB_PATH_VARIABLE}, else the user data directory)")
+    _add_json_flag(parser)
+
+
+def _add_json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", dest="as_json", action="store_true", help="print machine-readable JSON")
+
+
+def run_init(options: InitOptions) -> int:
+    from kernelblaster.kb.store import KnowledgeBase
+
+    kb = KnowledgeBase.create(options.path)
+    _report(options, {"created": str(kb.path)}, f"created {kb.path} from the seed KB")
+    return 0
+
+
+def run_stats(options: KBOptions) -> int:
+    from kernelblaster.kb.store import KnowledgeBase
+    from kernelblaster.kb.summary import format_stats, kb_stats
+
+    kb = KnowledgeBase.open(options.kb)
     stats = kb_stats(kb.document, str(kb.path), kb.size_bytes())
-    print(stats.model_dump_json() if args.json else format_stats(stats))
+    print(stats.model_dump_json() if options.as_json else format_stats(stats))
     return 0
 
 
-def run_show(args: argparse.Namespace) -> int:
-    kb = KnowledgeBase.load(args.kb)
-    if args.state_id is None:
+def run_show(options: ShowOptions) -> int:
+    from kernelblaster.kb.errors import KBLookupError
+    from kernelblaster.kb.store import KnowledgeBase
+    from kernelblaster.kb.summary import format_state, format_state_list
+
+    kb = KnowledgeBase.open(options.kb)
+    if options.state_id is None:
         states = [state.model_dump(mode="json") for state in kb.document.states.values()]
-        print(json.dumps(states, indent=1) if args.json else format_state_list(kb.document))
+        print(json.dumps(states, indent=1) if options.as_json else format_state_list(kb.document))
         return 0
-    state = kb.document.resolve_state(args.state_id)
+    state = kb.document.resolve_state(options.state_id)
     if state is None:
-        raise KBLookupError(f"no state {args.state_id!r} in {kb.path} (`kernelblaster kb show` lists them)")
-    print(state.model_dump_json(indent=1) if args.json else format_state(kb.document, state))
+        raise KBLookupError(f"no state {options.state_id!r} in {kb.path} (`kernelblaster kb show` lists them)")
+    print(state.model_dump_json(indent=1) if options.as_json else format_state(kb.document, state))
     return 0
 
 
-def run_export(args: argparse.Namespace) -> int:
-    kb = KnowledgeBase.load(args.kb)
-    text = kb.path.read_text()
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        Path(args.output).write_text(text)
-        _report(args, {"exported": str(kb.path), "to": args.output}, f"exported {kb.path} to {args.output}")
+def run_export(options: ExportOptions) -> int:
+    from kernelblaster.kb.store import KnowledgeBase
+    from kernelblaster.tools.files import write_atomically
+
+    kb = KnowledgeBase.open(options.kb)
+    data = kb.path.read_bytes()
+    if options.output == "-":
+        sys.stdout.write(data.decode())
+        return 0
+    try:
+        write_atomically(Path(options.output), data)
+    except OSError as error:
+        raise UserFacingError(f"cannot write {options.output}: {error.strerror or error}") from None
+    _report(options, {"exported": str(kb.path), "to": options.output}, f"exported {kb.path} to {options.output}")
     return 0
 
 
-def run_import(args: argparse.Namespace) -> int:
-    incoming = read_document(Path(args.file))
-    kb = KnowledgeBase.load(args.kb)
+def run_import(options: ImportOptions) -> int:
+    from kernelblaster.kb.store import KnowledgeBase, read_document
+
+    incoming = read_document(options.file)
+    kb = KnowledgeBase.open(options.kb)
     backup = kb.back_up("pre-import")
     kb.replace_document(incoming)
-    summary = {"imported": args.file, "into": str(kb.path), "previous_kept_as": str(backup)}
-    _report(args, summary, f"imported {args.file} into {kb.path} (previous KB kept as {backup})")
+    summary = {"imported": str(options.file), "into": str(kb.path), "previous_kept_as": str(backup)}
+    _report(options, summary, f"imported {options.file} into {kb.path} (previous KB kept as {backup})")
     return 0
 
 
-def run_reindex(args: argparse.Namespace) -> int:
-    kb = KnowledgeBase.load(args.kb)
+def run_reindex(options: KBOptions) -> int:
+    from kernelblaster.kb.store import KnowledgeBase
+
+    kb = KnowledgeBase.open(options.kb)
     count = kb.reindex()
-    _report(args, {"indexed": count, "kb": str(kb.path)}, f"indexed {count} states of {kb.path}")
+    _report(options, {"indexed": count, "kb": str(kb.path)}, f"indexed {count} states of {kb.path}")
     return 0
 
 
-def run_diff(args: argparse.Namespace) -> int:
-    before = read_document(Path(args.before))
-    after = read_document(Path(args.after)) if args.after else KnowledgeBase.load(args.kb).document
+def run_diff(options: DiffOptions) -> int:
+    from kernelblaster.kb.diff import diff_documents, format_diff
+    from kernelblaster.kb.store import KnowledgeBase, read_document
+
+    before = read_document(options.before)
+    after = read_document(options.after) if options.after else KnowledgeBase.open(options.kb).document
     diff = diff_documents(before, after)
-    print(diff.model_dump_json(indent=1) if args.json else format_diff(diff))
+    print(diff.model_dump_json(indent=1) if options.as_json else format_diff(diff))
     return 0
 
 
-def _report(args: argparse.Namespace, summary: dict[str, object], text: str) -> None:
-    print(json.dumps(summary) if args.json else text)
+def _report(options: KBOptions | InitOptions, summary: dict[str, object], text: str) -> None:
+    print(json.dumps(summary) if options.as_json else text)

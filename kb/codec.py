@@ -126,6 +126,8 @@ def _parse_json(path: Path, raw: bytes) -> dict[str, Any]:
         raise KBFileError(path, f"not UTF-8 text (byte {error.start})") from None
     except json.JSONDecodeError as error:
         raise KBFileError(path, f"not valid JSON at line {error.lineno} column {error.colno}: {error.msg}") from None
+    except RecursionError:
+        raise KBFileError(path, "nested too deeply to be a KB (a KB file is a few levels deep)") from None
     if not isinstance(data, dict):
         raise KBFileError(path, f"expected a JSON object at the top level, found {type(data).__name__}")
     return data

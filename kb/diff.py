@@ -1,10 +1,21 @@
-"""What changed between two versions of a KB (say, two iteration snapshots): entries, priors, evidence."""
+"""What changed between two versions of a KB (say, two iteration snapshots): states and what describes them,
+optimizations, priors, evidence."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kernelblaster.kb.schema import KBDocument, Optimization
+from kernelblaster.kb.schema import KBDocument, Optimization, PerformanceState
+
+# The fields that say what a state is; its optimizations are compared one by one instead.
+_STATE_FIELDS = ("name", "primary_bottleneck", "secondary", "description", "signature", "arches", "deprecated")
+
+
+class StateChange(BaseModel):
+    """Which descriptive fields of one state differ between the two versions."""
+
+    state_id: str
+    changes: list[str]
 
 
 class OptimizationChange(BaseModel):
@@ -20,6 +31,7 @@ class KBDiff(BaseModel):
 
     states_added: list[str]
     states_removed: list[str]
+    states_changed: list[StateChange]
     techniques_added: list[str]
     techniques_removed: list[str]
     optimizations_added: list[str]
@@ -45,12 +57,30 @@ def diff_documents(before: KBDocument, after: KBDocument) -> KBDiff:
     return KBDiff(
         states_added=sorted(after.states.keys() - before.states.keys()),
         states_removed=sorted(before.states.keys() - after.states.keys()),
+        states_changed=[StateChange(state_id=state_id, changes=changes)
+                        for state_id in sorted(before.states.keys() & after.states.keys())
+                        if (changes := _state_changes(before.states[state_id], after.states[state_id]))],
         techniques_added=sorted(after.techniques.keys() - before.techniques.keys()),
         techniques_removed=sorted(before.techniques.keys() - after.techniques.keys()),
         optimizations_added=added,
         optimizations_removed=removed,
         optimizations_changed=changed,
     )
+
+
+def _state_changes(old: PerformanceState, new: PerformanceState) -> list[str]:
+    changes = []
+    for field in _STATE_FIELDS:
+        before, after = getattr(old, field), getattr(new, field)
+        if before == after:
+            continue
+        changes.append(f"{field} changed" if field == "signature" else f"{field}: {_shown(before)} -> {_shown(after)}")
+    return changes
+
+
+def _shown(value: object) -> str:
+    text = "-" if value is None or value == [] else ", ".join(value) if isinstance(value, list) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _optimizations(document: KBDocument, state_id: str) -> dict[str, Optimization]:
@@ -81,6 +111,7 @@ def format_diff(diff: KBDiff) -> str:
         return "no differences"
     lines = [f"+ state {name}" for name in diff.states_added]
     lines += [f"- state {name}" for name in diff.states_removed]
+    lines += [f"~ state {c.state_id}: {'; '.join(c.changes)}" for c in diff.states_changed]
     lines += [f"+ technique {name}" for name in diff.techniques_added]
     lines += [f"- technique {name}" for name in diff.techniques_removed]
     lines += [f"+ {name}" for name in diff.optimizations_added]

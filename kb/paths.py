@@ -1,10 +1,18 @@
-"""Where a KB lives: `--kb PATH`, else `$KERNELBLASTER_KB`, else the user data directory; where the seed is."""
+"""Where a KB lives: `--kb PATH`, else `$KERNELBLASTER_KB`, else the user data directory; where the seed is.
+
+A KB the user names must exist (a mistyped path must never start a new KB that learns instead of theirs);
+only the default location in the user data directory is filled from the seed on first use, and
+`kernelblaster kb init PATH` creates one on purpose.
+"""
 
 from __future__ import annotations
 
 import os
 from importlib import resources
 from pathlib import Path
+
+from kernelblaster.kb.errors import KBFileError
+from kernelblaster.tools.files import file_problem
 
 KB_PATH_VARIABLE = "KERNELBLASTER_KB"
 KB_FILE_NAME = "kb.json"
@@ -21,6 +29,22 @@ def default_kb_path() -> Path:
 
 def resolve_kb_path(explicit: str | Path | None) -> Path:
     return Path(explicit).expanduser() if explicit else default_kb_path()
+
+
+def chosen_kb_path(explicit: str | Path | None) -> Path:
+    """The KB file a user chose (`explicit`, else `$KERNELBLASTER_KB`), which must be an existing file; else
+    the default location, which may not exist yet. Symbolic links are followed, so writes go through them."""
+    if explicit is not None and not str(explicit).strip():
+        raise KBFileError(Path(str(explicit)), "an empty path; leave --kb out to use the default KB")
+    if not (explicit or os.environ.get(KB_PATH_VARIABLE)):
+        return default_kb_path()
+    path = resolve_kb_path(explicit)
+    problem = file_problem(path)
+    if problem == "does not exist":
+        raise KBFileError(path, f"does not exist (create a new KB there with `kernelblaster kb init {path}`)")
+    if problem is not None:
+        raise KBFileError(path, problem)
+    return Path(os.path.realpath(path))
 
 
 def seed_kb_bytes() -> bytes:

@@ -23,6 +23,7 @@ from kernelblaster.kb.index import IndexUnreadable, SignatureIndex, StateMatch, 
 from kernelblaster.kb.outcomes import OutcomeEvent, apply_outcome
 from kernelblaster.kb.paths import (
     backup_path_for,
+    chosen_kb_path,
     index_directory_for,
     resolve_kb_path,
     seed_kb_bytes,
@@ -34,6 +35,7 @@ from kernelblaster.kb.safe_files import exclusive_lock, write_atomically
 from kernelblaster.kb.schema import RUN_ID_PATTERN, KBDocument, PerformanceState
 from kernelblaster.kb.selection import DEFAULT_POLICY as DEFAULT_SELECTION_POLICY
 from kernelblaster.kb.selection import SelectedOptimization, SelectionPolicy, select_optimizations
+from kernelblaster.tools.files import directory_problem
 
 _Result = TypeVar("_Result")
 
@@ -66,6 +68,24 @@ class KnowledgeBase:
         if decoded.migrated_from is not None:
             decoded, stamp = _upgrade_in_place(kb_path)
         return cls(kb_path, decoded.document, stamp)
+
+    @classmethod
+    def open(cls, chosen: str | Path | None = None) -> KnowledgeBase:
+        """Open the KB a user chose (`--kb`, `$KERNELBLASTER_KB`), which must exist, or the default KB,
+        created from the seed on first use (see `kb.paths.chosen_kb_path`)."""
+        return cls.load(chosen_kb_path(chosen))
+
+    @classmethod
+    def create(cls, path: str | Path | None = None) -> KnowledgeBase:
+        """A new KB at `path` (default: `default_kb_path()`), a copy of the seed KB; never over an existing file."""
+        kb_path = resolve_kb_path(path)
+        if os.path.lexists(kb_path):
+            raise KBFileError(kb_path, "already exists; `kernelblaster kb init` never replaces a KB")
+        problem = directory_problem(kb_path.parent)
+        if problem is not None:
+            raise KBFileError(kb_path, f"cannot be created: its folder {problem}")
+        _install_seed(kb_path)
+        return cls.load(kb_path)
 
     @property
     def document(self) -> KBDocument:
@@ -208,10 +228,13 @@ class KnowledgeBase:
 
 
 def _install_seed(path: Path) -> None:
-    with exclusive_lock(path):
-        if not path.exists():
-            # Installed in the current schema, which the shipped seed need not be written in.
-            write_atomically(path, encode(decode(path, seed_kb_bytes()).document))
+    try:
+        with exclusive_lock(path):
+            if not path.exists():
+                # Installed in the current schema, which the shipped seed need not be written in.
+                write_atomically(path, encode(decode(path, seed_kb_bytes()).document))
+    except OSError as error:
+        raise KBFileError(path, f"cannot be created ({error.strerror or error})") from None
 
 
 def _now() -> datetime:

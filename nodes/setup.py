@@ -1,7 +1,10 @@
 """`setup`: open the run directory, load the problem, time and profile the PyTorch baselines.
 
-The baselines are what every speedup is measured against; their profile is kept beside them for the
-report. The problem's generated `kb_problem.h` is written to the run directory, as the agents see it.
+The run first checks that it has what it needs (as `kernelblaster optimize` does, so a run started from
+Studio fails with the same one-line reason), then keeps its own copy of the problem file (and of an
+`--init` kernel) under `inputs/`, so the run directory stays self-contained. The baselines are what every
+speedup is measured against; their profile is kept beside them for the report. The problem's generated
+`kb_problem.h` is written to the run directory, as the agents see it.
 """
 
 from __future__ import annotations
@@ -14,17 +17,24 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.run_files import write_text_atomically
+from kernelblaster.graph.run_files import RunFiles, write_text_atomically
 from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import BaselineSummary, OptimizationState
+from kernelblaster.tools.files import require_file
 
 _NOT_IN_RUN_ID = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+    require_file(Path(state.problem_path), "the problem file")
+    if state.init_kernel:
+        require_file(Path(state.init_kernel), "the --init CUDA file")
+    services.check(runtime.context)
     run_dir = str(Path(runtime.context.run_dir or default_run_dir(state.problem_path, runtime)).resolve())
-    resources = services.for_run(runtime.context, state.problem_path, run_dir)
-    files = resources.files
+    files = RunFiles(run_dir)
+    problem_path = keep_input(files, state.problem_path)
+    init_kernel = keep_input(files, state.init_kernel) if state.init_kernel else None
+    resources = services.for_run(runtime.context, problem_path, run_dir)
     write_text_atomically(files.header, resources.header)
     with resources.pool.acquire() as evaluator:
         baseline = evaluator.baseline()
@@ -37,7 +47,17 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
                               best_ms=baseline.best_ms)
     compiled = f", torch.compile {summary.compile_ms:.4f} ms" if summary.compile_ms is not None else ""
     write_note(runtime, ProgressNote(node="setup", text=f"PyTorch eager {summary.eager_ms:.4f} ms{compiled}"))
-    return {"run_dir": run_dir, "run_id": unique_run_id(run_dir), "baseline": summary}
+    return {"run_dir": run_dir, "run_id": unique_run_id(run_dir), "baseline": summary,
+            "problem_path": problem_path, "init_kernel": init_kernel}
+
+
+def keep_input(files: RunFiles, given: str) -> str:
+    """Copy a file the run was given (absolute, or relative to the working directory) into the run
+    directory; the copy's path, relative to it."""
+    original = Path(given)
+    copy = files.input_copy(original)
+    write_text_atomically(files.path(copy), original.read_text())
+    return copy
 
 
 def default_run_dir(problem_path: str, runtime: Runtime[RunContext]) -> Path:

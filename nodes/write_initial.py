@@ -5,8 +5,6 @@ shown why it failed.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from langgraph.runtime import Runtime
 
 from kernelblaster.graph.agents import AgentFailed, Question
@@ -24,7 +22,7 @@ def write_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
     label = f"initial-a{state.initial_attempts}"
     if state.init_kernel and state.initial_attempts == 0:
         answer = CudaAnswer(explanation=f"given with --init {state.init_kernel}",
-                            cuda_source=Path(state.init_kernel).read_text())
+                            cuda_source=resources.files.read(state.init_kernel))
         write_note(runtime, ProgressNote(node="write_initial", text=f"initial CUDA from {state.init_kernel}"))
         return {"draft": save_candidate(resources.files, answer, label)}
     try:

@@ -1,1 +1,2 @@
-"""Thin wrappers of external programs: nvcc, the compiled test driver, ncu and compute-sanitizer."""
+"""Thin wrappers of external programs (nvcc, the compiled test driver, ncu, compute-sanitizer), and what
+every layer above shares: the user-facing error, safe file writes and checks, command-line options."""

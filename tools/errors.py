@@ -6,7 +6,11 @@ a bad flag.
 """
 
 
-class UserFacingError(Exception):
-    """Bad input or a missing prerequisite, explained in one line that names the thing at fault."""
+class UserFacingError(ValueError):
+    """Bad input or a missing prerequisite, explained in one line that names the thing at fault.
+
+    A `ValueError`, because the LangGraph server shows a failed run's message to the Studio user only for
+    a few built-in exception types (others become "An internal error occurred"); bad input is one of them.
+    """
 
     exit_status = 2

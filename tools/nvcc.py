@@ -13,7 +13,6 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import write_atomically
 
 NVCC_ENV_VAR = "KERNELBLASTER_NVCC"
 COMPILE_TIMEOUT_S = 300.0
@@ -360,7 +360,7 @@ def _load_cached(cache_dir: Path, key: str, output: Path) -> CompileResult | Non
     cached_object, cached_result = cache_dir / f"{key}.o", cache_dir / f"{key}.json"
     if not (cached_object.is_file() and cached_result.is_file()):
         return None
-    _write_atomically(output, cached_object.read_bytes())
+    write_atomically(output, cached_object.read_bytes())
     result = CompileResult.model_validate_json(cached_result.read_text())
     command = [*result.command[:-1], str(output)]
     return result.model_copy(update={"cached": True, "duration_s": 0.0, "output": output, "command": command})
@@ -368,13 +368,6 @@ def _load_cached(cache_dir: Path, key: str, output: Path) -> CompileResult | Non
 
 def _store_cached(cache_dir: Path, key: str, result: CompileResult) -> None:
     assert result.output is not None
-    _write_atomically(cache_dir / f"{key}.o", result.output.read_bytes())
-    _write_atomically(cache_dir / f"{key}.json", result.model_dump_json().encode())
+    write_atomically(cache_dir / f"{key}.o", result.output.read_bytes())
+    write_atomically(cache_dir / f"{key}.json", result.model_dump_json().encode())
 
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    with os.fdopen(fd, "wb") as stream:
-        stream.write(data)
-    os.replace(partial, path)

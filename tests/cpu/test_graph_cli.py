@@ -17,7 +17,7 @@ from kernelblaster.graph import api, services
 from kernelblaster.graph.cli import build_parser, main
 from kernelblaster.graph.cost import ModelPrice
 from kernelblaster.graph.progress import Progress, ProgressDisplay, ProgressNote
-from kernelblaster.graph.run_cli import context_from_flags
+from kernelblaster.kb.store import KnowledgeBase
 
 
 @pytest.fixture
@@ -27,6 +27,12 @@ def harness_log(monkeypatch: pytest.MonkeyPatch) -> EvaluationLog:
     return log
 
 
+@pytest.fixture(autouse=True)
+def isolated_default_kb(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("KERNELBLASTER_KB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+
+
 @pytest.fixture
 def no_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -34,8 +40,11 @@ def no_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _human_run(tmp_path: Path, *extra: str) -> list[str]:
-    return ["optimize", str(PROBLEM), "--llm", "human", "--run-dir", str(tmp_path / "run"), "--kb",
-            str(tmp_path / "kb.json"), *extra]
+    kb_path = tmp_path / "kb.json"
+    if not kb_path.exists():
+        KnowledgeBase.create(kb_path)
+    return ["optimize", str(PROBLEM), "--llm", "human", "--run-dir", str(tmp_path / "run"), "--kb", str(kb_path),
+            *extra]
 
 
 def test_optimize_without_an_endpoint_says_so_in_one_line_before_any_gpu_work(
@@ -49,14 +58,14 @@ def test_optimize_without_an_endpoint_says_so_in_one_line_before_any_gpu_work(
 
 
 def test_flags_become_the_run_context() -> None:
-    args = build_parser().parse_args(["optimize", "p.py", "--iterations", "3", "--trajectories", "4", "--depth", "5",
-                                      "--top-k", "2", "--gpus", "0,1", "--role-model", "lowering=big",
-                                      "--allow", "cuBLAS", "--base-url", "http://127.0.0.1:8000/v1"])
-    context = context_from_flags(args)
+    args = build_parser().parse_args(["optimize", str(PROBLEM), "--iterations", "3", "--trajectories", "4",
+                                      "--depth", "5", "--top-k", "2", "--gpus", "0,1", "--role-model", "lowering=big",
+                                      "--allow", "cuBLAS", "--base-url", "http://127.0.0.1:8000/v1", "--no-profile"])
+    context = args.command.validate(args).context
     assert (context.iterations, context.trajectories, context.depth, context.top_k) == (3, 4, 5, 2)
     assert context.gpus == (0, 1) and context.allow == ("cublas",)
     assert context.model_for("lowering") == "big" and context.model_for("soft_verifier") == context.model
-    assert context.base_url == "http://127.0.0.1:8000/v1"
+    assert context.base_url == "http://127.0.0.1:8000/v1" and context.profile is False
 
 
 def test_endpoint_budget_and_price_flags_become_the_run_context(tmp_path: Path) -> None:
@@ -67,7 +76,7 @@ def test_endpoint_budget_and_price_flags_become_the_run_context(tmp_path: Path) 
         "--llm-timeout", "120", "--max-concurrent-requests", "4", "--token-limit", "100000",
         "--role-protocol", "lowering=schema", "--role-protocol", "soft_verifier=text", "--prices", str(prices),
         "--price", "gpt-4.1=2,8,0.5"])
-    context = context_from_flags(args)
+    context = args.command.validate(args).context
     assert (context.structured_output, context.temperature, context.max_output_tokens) == ("json_mode", 0.2, 4096)
     assert (context.llm_timeout_s, context.max_concurrent_requests, context.token_limit) == (120, 4, 100000)
     assert context.protocol_for("lowering") == "schema" and context.protocol_for("soft_verifier") == "text"
@@ -89,6 +98,7 @@ def test_a_malformed_endpoint_flag_is_a_one_line_error_naming_it(flags: list[str
 def test_a_run_that_ended_early_says_why(tmp_path: Path, harness_log: EvaluationLog,
                                          capsys: pytest.CaptureFixture) -> None:
     with FakeOpenAI(kernelblaster_roles) as server:
+        assert main(["kb", "init", str(tmp_path / "kb.json")]) == 0
         assert main(["optimize", str(PROBLEM), "--base-url", server.base_url, "--token-limit", "1", "--run-dir",
                      str(tmp_path / "run"), "--kb", str(tmp_path / "kb.json"), "--depth", "1"]) == 0
     assert "the run ended early: the run's token limit was reached" in capsys.readouterr().out
@@ -98,13 +108,13 @@ def test_an_out_of_range_flag_is_a_one_line_error_naming_the_flag(tmp_path: Path
                                                                  capsys: pytest.CaptureFixture) -> None:
     assert main(_human_run(tmp_path, "--depth", "0")) == 2
     error = capsys.readouterr().err
-    assert error.startswith("kernelblaster: --depth:") and error.count("\n") == 1
+    assert error.startswith("kernelblaster: --depth 0:") and error.count("\n") == 1
 
 
 def test_a_missing_init_file_is_a_one_line_error(tmp_path: Path, harness_log: EvaluationLog,
                                                  capsys: pytest.CaptureFixture) -> None:
     assert main(_human_run(tmp_path, "--init", str(tmp_path / "missing.cu"))) == 2
-    assert "missing.cu" in capsys.readouterr().err
+    assert "--init" in capsys.readouterr().err
     assert harness_log.calls == []
 
 

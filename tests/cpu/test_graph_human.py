@@ -29,6 +29,7 @@ def recorded_harness(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _start(tmp_path: Path) -> Path:
     run_dir = tmp_path / "run"
+    assert main(["kb", "init", str(tmp_path / "kb.json")]) == 0
     assert main(["optimize", str(PROBLEM), "--llm", "human", "--run-dir", str(run_dir), "--kb",
                  str(tmp_path / "kb.json"), "--iterations", "1", "--trajectories", "1", "--depth", "1"]) == 0
     return run_dir

@@ -13,6 +13,7 @@ from fixtures.graph.scenario import PROBLEM
 
 from kernelblaster.graph import services
 from kernelblaster.graph.cli import main
+from kernelblaster.kb.store import KnowledgeBase
 
 SHAPE = ["--iterations", "1", "--trajectories", "1", "--top-k", "3"]
 
@@ -31,9 +32,11 @@ def _record(tmp_path: Path, depth: int = 2) -> Path:
 
 
 def _replay(tmp_path: Path, recorded: Path, depth: int = 2) -> int:
+    kb_path = tmp_path / "replayed-kb.json"
+    if not kb_path.exists():
+        KnowledgeBase.create(kb_path)
     return main(["optimize", str(PROBLEM), "--llm", "replay", "--replay-from", str(recorded), *SHAPE,
-                 "--depth", str(depth), "--kb", str(tmp_path / "replayed" / "kb" / "kb.json"),
-                 "--run-dir", str(tmp_path / "replayed" / "another-name")])
+                 "--depth", str(depth), "--kb", str(kb_path), "--run-dir", str(tmp_path / "replayed" / "another-name")])
 
 
 def _report(run_dir: Path) -> dict:

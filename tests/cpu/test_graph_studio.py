@@ -1,20 +1,24 @@
 """`langgraph dev` (LangGraph Studio's server) loads the graph from langgraph.json and serves its drawing,
-offline: analytics, version checks and tracing are switched off, and it listens on loopback only."""
+offline: analytics, version checks and tracing are switched off, and it listens on loopback only. A run
+started there with a user's mistake shows the Studio user the same one line the CLI prints."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from kernelblaster.graph.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 90
@@ -43,14 +47,14 @@ def _request(url: str, body: dict | None = None) -> object:
 
 @pytest.fixture
 def studio_server() -> Iterator[str]:
-    executable = shutil.which("langgraph")
-    if executable is None:
+    if importlib.util.find_spec("langgraph_cli") is None:
         pytest.skip("langgraph-cli[inmem] is not installed (pip install -e '.[studio]')")
     port = _free_port()
     environment = {key: value for key, value in os.environ.items() if not key.startswith("LANGSMITH_API")}
+    # This interpreter's langgraph-cli, so the server imports the kernelblaster under test.
     server = subprocess.Popen(
-        [executable, "dev", "--config", "langgraph.json", "--host", "127.0.0.1", "--port", str(port),
-         "--no-browser", "--no-reload"],
+        [sys.executable, "-m", "langgraph_cli", "dev", "--config", "langgraph.json", "--host", "127.0.0.1", "--port",
+         str(port), "--no-browser", "--no-reload"],
         cwd=REPO, env=environment | OFFLINE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
@@ -75,8 +79,13 @@ def studio_server() -> Iterator[str]:
             server.wait()
 
 
-def test_langgraph_dev_serves_the_drawing_of_every_node_and_the_run_context_form(studio_server: str) -> None:
+def _assistant_id(studio_server: str) -> str:
     (assistant,) = _request(f"{studio_server}/assistants/search", {"graph_id": "kernelblaster"})
+    return assistant["assistant_id"]
+
+
+def test_langgraph_dev_serves_the_drawing_of_every_node_and_the_run_context_form(studio_server: str) -> None:
+    assistant = {"assistant_id": _assistant_id(studio_server)}
     drawing = _request(f"{studio_server}/assistants/{assistant['assistant_id']}/graph?xray=true")
     schemas = _request(f"{studio_server}/assistants/{assistant['assistant_id']}/schemas")
 
@@ -84,3 +93,16 @@ def test_langgraph_dev_serves_the_drawing_of_every_node_and_the_run_context_form
     assert {"model", "iterations", "trajectories", "depth", "top_k", "gpus"} <= set(
         schemas["context_schema"]["properties"])
     assert schemas["input_schema"]["required"] == ["problem_path"]
+
+
+def test_a_studio_run_with_a_mistake_shows_the_same_line_as_the_cli(
+        studio_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no_such_problem.py"
+    result = _request(f"{studio_server}/runs/wait", {
+        "assistant_id": _assistant_id(studio_server), "input": {"problem_path": str(missing)},
+        "context": {"llm": "human"}})
+
+    assert main(["optimize", str(missing), "--llm", "human"]) == 2
+    cli_line = capsys.readouterr().err.strip().removeprefix("kernelblaster: ")
+    assert result == {"__error__": {"error": "UserFacingError", "message": cli_line}}
+    assert cli_line == f"the problem file {missing} does not exist"

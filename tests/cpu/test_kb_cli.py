@@ -19,7 +19,8 @@ from kernelblaster.kb.store import KnowledgeBase
 
 @pytest.fixture
 def kb_path(tmp_path: Path) -> Path:
-    return tmp_path / "kb.json"
+    """A KB made from the seed, as `kernelblaster kb init` makes one."""
+    return KnowledgeBase.create(tmp_path / "kb.json").path
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -53,8 +54,8 @@ def test_kb_location_comes_from_the_environment_variable(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, kb_path: Path
 ) -> None:
     monkeypatch.setenv("KERNELBLASTER_KB", str(kb_path))
-    run(capsys, "kb", "stats")
-    assert kb_path.exists()
+    _, out, _ = run(capsys, "kb", "stats", "--json")
+    assert json.loads(out)["path"] == str(kb_path)
 
 
 def test_show_lists_every_state(capsys: pytest.CaptureFixture[str], kb_path: Path) -> None:
@@ -79,7 +80,7 @@ def test_export_then_import_round_trips_and_keeps_the_previous_kb(
 ) -> None:
     exported = tmp_path / "exported.json"
     run(capsys, "kb", "export", str(exported), "--kb", str(kb_path))
-    other = tmp_path / "other.json"
+    other = KnowledgeBase.create(tmp_path / "other.json").path
     status, _, _ = run(capsys, "kb", "import", str(exported), "--kb", str(other))
     assert status == 0
     assert KnowledgeBase.load(other).document == KnowledgeBase.load(kb_path).document

@@ -45,6 +45,7 @@ def expert_answer(role: str) -> str:
 def test_a_human_driven_run_on_the_gpu_finishes_with_the_faster_kernel(tmp_path: Path) -> None:
     env = os.environ | {"KERNELBLASTER_CACHE": str(tmp_path / "cache")}
     run_dir = tmp_path / "run"
+    assert kernelblaster("kb", "init", str(tmp_path / "kb.json"), env=env).returncode == 0
     started = kernelblaster("optimize", str(PROBLEM), "--llm", "human", "--init", str(CANDIDATES / "naive.cu"),
                             "--run-dir", str(run_dir), "--kb", str(tmp_path / "kb.json"), "--iterations", "1",
                             "--trajectories", "1", "--depth", "1", env=env)

@@ -58,6 +58,7 @@ def _run_until_killed(tmp_path: Path, run_dir: Path, kb_path: Path, log_path: Pa
 
 def test_optimize_survives_a_kill_and_ends_with_the_faster_kernel_learned_once(tmp_path: Path) -> None:
     run_dir, kb_path, log_path = tmp_path / "run", tmp_path / "kb" / "kb.json", tmp_path / "progress.log"
+    KnowledgeBase.create(kb_path)
     _run_until_killed(tmp_path, run_dir, kb_path, log_path)
     assert not (run_dir / "report.json").exists()
 

@@ -1,0 +1,73 @@
+"""Everything a new run is checked for before its run directory is created, each failure one line:
+the problem file loads, the `--init` kernel can be read, the run directory can be made (and holds no
+other run or files), the KB the user chose exists and is valid, and the services find what the run needs
+on this machine (an LLM endpoint, a GPU, nvcc, ncu)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.run_files import RunFiles
+from kernelblaster.graph.services import Services
+from kernelblaster.harness.problem import load_problem
+from kernelblaster.kb.paths import chosen_kb_path
+from kernelblaster.kb.store import read_document
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import directory_problem, require_file
+
+RUNS_DIRECTORY = Path("runs")
+
+
+@dataclass(frozen=True)
+class CheckedRun:
+    """A new run that passed every check: its absolute paths."""
+
+    problem: Path
+    init: Path | None
+    run_dir: Path
+    kb_path: Path
+
+
+def check_new_run(problem: Path | str, context: RunContext, init: Path | str | None,
+                  services: Services) -> CheckedRun:
+    """Check a new run as `Run.create` is asked for it; nothing is written."""
+    problem_path = require_file(Path(problem), "the problem file").resolve()
+    init_path = _check_init_kernel(Path(init)) if init is not None else None
+    run_dir = _check_run_directory(Path(context.run_dir or default_run_directory(problem_path)))
+    kb_path = chosen_kb_path(context.kb_path).absolute()
+    if kb_path.exists():
+        read_document(kb_path)
+    services.check(context)
+    load_problem(problem_path)
+    return CheckedRun(problem=problem_path, init=init_path, run_dir=run_dir, kb_path=kb_path)
+
+
+def default_run_directory(problem: Path) -> Path:
+    return RUNS_DIRECTORY / f"{problem.stem}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def _check_init_kernel(init: Path) -> Path:
+    require_file(init, "the --init CUDA file")
+    try:
+        source = init.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserFacingError(f"the --init CUDA file {init} cannot be read as text ({error})") from None
+    if not source.strip():
+        raise UserFacingError(f"the --init CUDA file {init} is empty")
+    return init.resolve()
+
+
+def _check_run_directory(run_dir: Path) -> Path:
+    files = RunFiles(run_dir)
+    if files.record.exists():
+        raise UserFacingError(f"{run_dir} already holds a run: continue it with `kernelblaster resume {run_dir}`")
+    problem = directory_problem(run_dir)
+    if problem is not None:
+        raise UserFacingError(f"the run directory {run_dir} {problem}")
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        raise UserFacingError(f"the run directory {run_dir} is not empty; name a new one (a run keeps its files "
+                              "apart from everything else)")
+    return run_dir.resolve()

@@ -1,0 +1,45 @@
+"""What evaluating candidates needs from this machine, checked before a run writes anything: a visible
+NVIDIA GPU for every index asked for, nvcc, and ncu when kernels are to be profiled."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.ncu import ToolUnavailable, locate_ncu
+from kernelblaster.tools.nvcc import find_nvcc
+
+
+def visible_gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def missing_for_run(gpus: Sequence[int], profile: bool) -> list[str]:
+    """What this machine lacks to evaluate candidates on `gpus` (and profile them if `profile`); empty if nothing."""
+    missing = []
+    count = visible_gpu_count()
+    if count == 0:
+        missing.append("an NVIDIA GPU (no CUDA GPU is visible)")
+    else:
+        missing += [f"GPU {gpu} (only {_visible(count)} visible)" for gpu in gpus if gpu >= count]
+    try:
+        find_nvcc()
+    except UserFacingError as error:
+        missing.append(str(error))
+    located = locate_ncu() if profile else None
+    if isinstance(located, ToolUnavailable):
+        missing.append(f"{located.reason}; or pass --no-profile to run without profiles")
+    return missing
+
+
+def check_gpu_index(gpu: int) -> None:
+    """A one-line error if GPUs are visible but `gpu` is not one of them."""
+    count = visible_gpu_count()
+    if 0 < count <= gpu:
+        raise UserFacingError(f"--gpu {gpu}: no such GPU (only {_visible(count)} visible)")
+
+
+def _visible(count: int) -> str:
+    return "GPU 0 is" if count == 1 else f"GPUs 0..{count - 1} are"

@@ -1,0 +1,70 @@
+"""Problem files that misbehave get one line and a non-zero exit from every command: one that exits while
+loading, one that waits forever (stopped at the step time limit), one whose spec would need a huge CPU run,
+one with an integer constant no kernel can receive (issue 9, item 11)."""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from fixtures.cli import kernelblaster
+
+from kernelblaster.harness import problem
+
+PROBLEMS = Path(__file__).resolve().parents[1] / "fixtures" / "problems"
+CANDIDATE = Path(__file__).resolve().parents[2] / "examples" / "candidates" / "elementwise_swish_scale" / "naive.cu"
+
+
+@pytest.fixture
+def one_second_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(problem, "PROBLEM_STEP_TIMEOUT_S", 1.0)
+
+
+@pytest.mark.parametrize("command", ["header", "eval"])
+def test_a_problem_that_exits_while_loading_is_one_line_and_exit_status_2(
+        command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    path = PROBLEMS / "broken_exits_at_import.py"
+    finished = kernelblaster(capsys, command, path, *([CANDIDATE] if command == "eval" else []))
+    assert finished.status == 2 and finished.out == ""
+    assert finished.error_line == (f"{path}: importing it called exit(0); a problem file must define its "
+                                   "functions, not end the program")
+
+
+@pytest.mark.parametrize(("name", "step"), [("broken_sleeps_at_import.py", "importing it"),
+                                            ("broken_sleeps_in_get_inputs.py", "building the model or its inputs")])
+def test_a_problem_that_waits_forever_is_stopped_at_the_step_time_limit(
+        name: str, step: str, one_second_steps: None, capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.monotonic()
+    finished = kernelblaster(capsys, "header", PROBLEMS / name)
+    assert time.monotonic() - started < 30
+    assert finished.status == 2
+    assert finished.error_line == (f"{PROBLEMS / name}: {step} took longer than 1 s; a problem must not wait or "
+                                   "loop without end")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="specifies the behaviour without a GPU")
+def test_a_data_dependent_problem_too_big_for_a_cpu_run_is_refused_without_allocating_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    finished = kernelblaster(capsys, "header", PROBLEMS / "data_dependent_huge.py")
+    assert finished.status == 2
+    assert "cannot run on shapes alone" in finished.error_line
+    assert "4.0 GiB of inputs and parameters (more than 1 GiB); run this on a GPU" in finished.error_line
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before
+    assert grown_kib < 512 * 1024
+
+
+def test_an_integer_constant_beyond_64_bits_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    path = PROBLEMS / "broken_constant_too_large.py"
+    finished = kernelblaster(capsys, "header", path)
+    assert finished.status == 2
+    assert finished.error_line == (f"{path}: Model.__init__ argument 'modulus' = {10**30} does not fit in a 64-bit "
+                                   "integer, the type a candidate receives it as")
+
+
+def test_a_small_data_dependent_problem_still_gets_its_spec_from_the_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    finished = kernelblaster(capsys, "header", PROBLEMS / "data_dependent_mask.py")
+    assert finished.status == 0 and "kb_forward" in finished.out
