@@ -213,7 +213,7 @@ def test_header_of_a_broken_problem_is_a_one_line_error(capsys: pytest.CaptureFi
         (["--seeds", "0"], "--seeds 0: input should be greater than or equal to 1"),
         (["--seeds", "many"], "--seeds many: input should be a valid integer"),
         (["--allow", "nosuchlib"], "--allow nosuchlib: unknown library 'nosuchlib'"),
-        (["--precision", "bogus"], "--precision bogus: input should be 'strict', 'tf32' or 'fp16'"),
+        (["--precision", "bogus"], "--precision bogus: input should be 'strict', 'tf32', 'fp16' or 'pytorch-default'"),
         (["--timeout", "-1"], "--timeout -1: input should be greater than 0"),
         (["--timeout", "0"], "--timeout 0: input should be greater than 0"),
         (["--timeout", "nan"], "--timeout nan: input should be a finite number"),

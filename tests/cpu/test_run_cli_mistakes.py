@@ -84,7 +84,7 @@ def waiting_run(tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.
     (["--llm", "robot"], "--llm robot: input should be 'openai', 'human' or 'replay'"),
     (["--llm-timeout", "inf"], "--llm-timeout inf: input should be a finite number"),
     (["--max-concurrent-requests", "0"], "--max-concurrent-requests 0: input should be greater than or equal to 1"),
-    (["--precision", "fp8"], "--precision fp8: input should be 'strict', 'tf32' or 'fp16'"),
+    (["--precision", "fp8"], "--precision fp8: input should be 'strict', 'tf32', 'fp16' or 'pytorch-default'"),
     (["--model", ""], "--model '': string should have at least 1 character"),
     (["--kb", ""], "--kb '': an empty path; leave the flag out to use the default"),
     (["--kb", "empty.cu"], "KB file "),
