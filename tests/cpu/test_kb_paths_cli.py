@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 from fixtures.cli import folder_picture, kernelblaster
 
+from kernelblaster.kb.codec import decode
 from kernelblaster.kb.paths import seed_kb_bytes
-from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.kb.store import KnowledgeBase, read_document
+
+SEED = decode(Path("seed_kb.json"), seed_kb_bytes()).document
 
 
 @pytest.fixture(autouse=True)
@@ -49,13 +52,13 @@ def test_a_kb_named_by_the_environment_must_exist_too(monkeypatch: pytest.Monkey
 
 def test_the_default_kb_is_made_from_the_seed_on_first_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert kernelblaster(capsys, "kb", "stats").status == 0
-    assert (tmp_path / "data" / "kernelblaster" / "kb.json").read_bytes() == seed_kb_bytes()
+    assert read_document(tmp_path / "data" / "kernelblaster" / "kb.json") == SEED
 
 
 def test_kb_init_makes_a_kb_from_the_seed_and_never_replaces_one(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert kernelblaster(capsys, "kb", "init", "mine.json").out == "created mine.json from the seed KB\n"
-    assert (tmp_path / "mine.json").read_bytes() == seed_kb_bytes()
+    assert read_document(tmp_path / "mine.json") == SEED
     (tmp_path / "mine.json").write_text("{}")
     again = kernelblaster(capsys, "kb", "init", "mine.json")
     assert again.status == 2 and "already exists" in again.error_line
