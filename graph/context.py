@@ -96,6 +96,9 @@ class RunContext(BaseModel):
     soft_verify: bool = Field(
         default=True, description="Ask an LLM whether a verified kernel still does all the model does"
     )
+    unsafe_no_sandbox: bool = Field(
+        default=False, description="Compile and run candidates without the OS sandbox (only where it cannot start)"
+    )
 
     kb_path: str | None = Field(default=None, description="Knowledge base file (default: $KERNELBLASTER_KB, ...)")
     kb_slice_tokens: int = Field(default=1500, ge=200, description="Token budget of the KB slice in a prompt")

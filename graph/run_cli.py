@@ -31,6 +31,7 @@ CONTEXT_FLAGS = {
     "structured_output": "structured_output", "temperature": "temperature", "max_output_tokens": "max_output_tokens",
     "llm_timeout": "llm_timeout_s", "max_concurrent_requests": "max_concurrent_requests",
     "token_limit": "token_limit",
+    "unsafe_no_sandbox": "unsafe_no_sandbox",
 }
 PROTOCOLS = ("schema", "text")
 
@@ -49,6 +50,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     optimize.add_argument("--precision", choices=PRECISION_POLICIES, help="numerical freedom (strict)")
     optimize.add_argument("--allow", type=_name_list, metavar="LIBS", help="libraries candidates may use")
     optimize.add_argument("--seed", type=int, help="seed of the optimization sampling")
+    optimize.add_argument("--unsafe-no-sandbox", action="store_true", default=None,
+                          help="compile and run candidates without the OS sandbox (README: Security)")
     optimize.set_defaults(func=run_optimize)
 
     resume = subparsers.add_parser("resume", help="continue a run after a crash, a kill or Ctrl-C")

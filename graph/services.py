@@ -32,6 +32,7 @@ from kernelblaster.harness.problem import Problem, load_problem
 from kernelblaster.harness.profile import ProfileOutcome
 from kernelblaster.harness.result import BaselineTiming, EvalResult
 from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.tools.sandbox import require_sandbox
 
 
 class BuiltCandidate(Protocol):
@@ -90,7 +91,8 @@ def harness_evaluator(problem: Problem, options: EvalOptions) -> Evaluator:
 
 def eval_options(context: RunContext, gpu: int) -> EvalOptions:
     return EvalOptions(seeds=context.seeds, precision=context.precision, allow=frozenset(context.allow), gpu=gpu,
-                       profile=context.profile, timeout_s=context.kernel_timeout_s)
+                       profile=context.profile, timeout_s=context.kernel_timeout_s,
+                       unsafe_no_sandbox=context.unsafe_no_sandbox)
 
 
 class RunResources:
@@ -165,7 +167,10 @@ class Services:
         self._lock = threading.Lock()
 
     def check(self, context: RunContext) -> None:
+        """Raise a one-line `UserFacingError` before a run starts if it could not get far."""
         self.chat_models.check(context)
+        if self.evaluators is harness_evaluator:
+            require_sandbox(context.unsafe_no_sandbox)  # candidates would be refused at the first build
 
     def for_run(self, context: RunContext, problem_path: str, run_dir: str) -> RunResources:
         root = Path(run_dir).resolve()

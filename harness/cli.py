@@ -32,6 +32,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--timeout", type=float, default=20.0, help="seconds one call may take before it is a hang")
     evaluate.add_argument("--arch", help="GPU architecture to compile for (default: the GPU's own, else sm_90)")
     evaluate.add_argument("--no-baseline", action="store_true", help="skip timing the PyTorch baselines")
+    evaluate.add_argument("--unsafe-no-sandbox", action="store_true",
+                          help="compile and run the candidate without the OS sandbox (README: Security)")
     evaluate.set_defaults(func=run_eval)
 
     baseline = subparsers.add_parser("baseline", help="time (and optionally profile) the PyTorch baselines")
@@ -74,7 +76,8 @@ def run_eval(args: argparse.Namespace) -> int:
     from kernelblaster.harness.report import render_eval
 
     options = EvalOptions(seeds=args.seeds, precision=args.precision, allow=args.allow, gpu=args.gpu,
-                          profile=args.profile, baseline=not args.no_baseline, timeout_s=args.timeout, arch=args.arch)
+                          profile=args.profile, baseline=not args.no_baseline, timeout_s=args.timeout, arch=args.arch,
+                          unsafe_no_sandbox=args.unsafe_no_sandbox)
     result = evaluate_candidate(args.problem, args.candidate, options)
     print(result.model_dump_json(indent=2) if args.json else render_eval(result))
     if result.verdict in NOT_THE_CANDIDATES:  # the report says nothing about the candidate: say why on stderr

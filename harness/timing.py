@@ -1,11 +1,18 @@
 """Time a candidate (through the driver) and the PyTorch baselines (in this process) by one method.
 
+<<<<<<< HEAD
 Both: warm-up, then many calls rotating over several input sets, an L2 flush before each call, and CUDA
 events on the stream around the call; the GPU time between the events is the time. Host-side API time
 inside a call (allocations, attribute setting, event waits) shows in the events only where it keeps the
 GPU waiting, as it would in any program. Work a candidate leaks onto another stream is not timed by the
 events, so the driver checks, for every call, that the outputs were final the moment the stream's work was
 done: a call whose outputs still changed afterwards fails `stream_escape` and earns nothing.
+=======
+Both: warm-up, then many calls rotating over several input sets, an L2 flush before each call, CUDA
+events around the call plus a host clock after a device-wide synchronise. The candidate's host-clock
+cross-check exposes work that escapes the timed stream. `flush_and_sync_ms` measures, in this trusted
+process, the work around each timed call that the driver's claims leave out (for the forgery check).
+>>>>>>> 13c17b2 (Candidates compile and run in an OS sandbox (issue 12))
 """
 
 from __future__ import annotations
@@ -44,6 +51,20 @@ class IterationPlan:
 
 def flush_bytes(device: int) -> int:
     return 2 * torch.cuda.get_device_properties(device).L2_cache_size
+
+
+def flush_and_sync_ms(device: int, samples: int = 7) -> float:
+    """One L2 flush and device synchronise, timed in this (trusted) process: the work around each timed
+    call that the driver's claimed times leave out, for the check that the claims are genuine."""
+    flush = torch.empty(flush_bytes(device), dtype=torch.uint8, device=f"cuda:{device}")
+    measured = []
+    for k in range(samples):
+        torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        flush.fill_(k & 0xFF)
+        torch.cuda.synchronize(device)
+        measured.append((time.perf_counter() - started) * 1000)
+    return sorted(measured)[samples // 2]
 
 
 def time_candidate(session: DriverSession, set_indices: list[int], timeout_s: float) -> CandidateTiming:
