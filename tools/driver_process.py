@@ -180,6 +180,11 @@ class DriverError(Exception):
         last_lines = " | ".join(stderr_tail.strip().splitlines()[-5:])
         super().__init__(summary + (f"; stderr: {last_lines[-600:]}" if last_lines else ""))
 
+    @property
+    def blocked(self) -> list[str]:
+        """What the sandbox stopped before the driver ended, as the launcher named it."""
+        return blocked_calls(self.stderr_tail)
+
 
 class DriverTimeout(DriverError):
     """A request got no reply in time; the driver's process group has been killed."""
@@ -206,6 +211,11 @@ class DriverForged(DriverError):
     def __init__(self, reason: str, stderr_tail: str) -> None:
         self.reason = reason
         super().__init__(f"forged reply: {reason}", stderr_tail)
+
+
+def blocked_calls(stderr: str) -> list[str]:
+    """The system calls the launcher reported blocking in `stderr` (the driver's output), in order, once each."""
+    return list(dict.fromkeys(match["what"] for match in _BLOCKED_LINE.finditer(stderr)))
 
 
 def _describe_exit(exit_status: int | None) -> str:
@@ -336,7 +346,7 @@ class DriverSession:
 
     def blocked(self) -> list[str]:
         """What the sandbox stopped, as the launcher named it (e.g. `execve (the candidate tried to ...)`)."""
-        return list(dict.fromkeys(match["what"] for match in _BLOCKED_LINE.finditer(self.stderr_tail())))
+        return blocked_calls(self.stderr_tail())
 
     def close(self, check: bool = True) -> None:
         """Ask the driver to exit; kill its process group if it does not. Safe to call more than once.

@@ -2,8 +2,9 @@
 
 The catalogue lists the API families candidates may not use (files, processes and signals, raw system
 calls, environment, threads, dynamic loading and symbol lookup, IPC, profiler control, device control,
-host callbacks, managed memory, a changed default stream) and the libraries a run may allow. The object check catches uses that a macro hides from the source check (harness/static_check.py
-applies the same catalogue to the source text): the functions the object needs from elsewhere, weak
+host callbacks, managed memory, a changed default stream) and the libraries a run may allow. The object
+check catches uses that a macro hides from the source check (harness/static_check.py applies the same
+catalogue to the source text): the functions the object needs from elsewhere, weak
 references included (`nm` prints them `w`/`v`), also under glibc's internal aliases (`__libc_system`,
 `_IO_popen`, `__open64_2`), and, for header-only libraries, the symbols the object defines.
 """
@@ -153,10 +154,6 @@ FORBIDDEN_APIS: tuple[ForbiddenApi, ...] = (
             "cuGraphHostNodeSetParams cuGraphExecHostNodeSetParams"
         ),
         source_patterns=(r"\bcudaGraphNodeTypeHost\b", r"\bCU_GRAPH_NODE_TYPE_HOST\b", r"\bcudaHostNodeParams\b"),
-    ),
-        source_patterns=(r"\w*[Aa]ccessPolicyWindow\b", r"\bcudaAccessPropertyPersisting\b",
-                         r"\bCU_ACCESS_PROPERTY_PERSISTING\b", r"\bcudaLimitPersistingL2CacheSize\b",
-                         r"\bCU_LIMIT_PERSISTING_L2_CACHE_SIZE\b"),
     ),
     ForbiddenApi(
         rule="managed_memory",

@@ -212,7 +212,7 @@ def test_timed_calls_whose_claims_explain_the_elapsed_time_are_accepted() -> Non
     allowance = ClaimAllowance(per_call_ms=0.05, per_request_ms=20.0)
     with fake_session(allowance=allowance) as session:
         timing = session.time(sets=[0], warmup=5, iters=50, flush=True, timeout_s=10)
-    assert len(timing.host_ms) == 50
+    assert len(timing.event_ms) == 50
 
 
 def test_what_the_sandbox_blocked_is_read_from_the_launchers_report() -> None:
