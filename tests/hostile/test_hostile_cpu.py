@@ -16,10 +16,10 @@ import pytest
 from containment import Tripwires
 from hostile_cases import BUILT_CASES, HOSTILE_CASES, SWISH, HostileCase
 
+from kernelblaster.harness.analysis import spec_for_problem
 from kernelblaster.harness.build import DRIVER_DIR, BuildResult, build_candidate, files_read_outside
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.problem import load_problem
-from kernelblaster.harness.spec import spec_for_problem
 from kernelblaster.tools.driver_process import DriverCrashed, DriverForged, DriverSession
 from kernelblaster.tools.nvcc import compile_object
 from kernelblaster.tools.sandbox import Sandbox
