@@ -27,6 +27,7 @@ from kernelblaster.harness.precision import tolerance_for
 from kernelblaster.harness.problem import instantiate, load_problem
 from kernelblaster.harness.roofline import peaks_for_device
 from kernelblaster.harness.timing import time_torch_calls
+from kernelblaster.tools.sandbox import require_sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER_DIR = ROOT / "harness" / "driver"
@@ -60,7 +61,7 @@ void run(std::vector<torch::Tensor> inputs, std::vector<torch::Tensor> params, s
 def warm_machine_cache(cache: Path) -> None:
     """What a machine or a long-lived process pays once, not per candidate: the driver object for the arch,
     the GPU's peaks, and the first CUDA work of this process (one throw-away evaluation)."""
-    driver_object(detect_arch(0), cache / "objects")
+    driver_object(detect_arch(0), cache / "objects", require_sandbox(unsafe_no_sandbox=False))
     peaks_for_device(0, cache)
     problem_name, _ = EXAMPLES[0]
     with tempfile.TemporaryDirectory() as scratch:

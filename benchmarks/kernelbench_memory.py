@@ -34,6 +34,7 @@ from kernelblaster.harness.evaluate import BuildStage, CandidateEvaluator, EvalO
 from kernelblaster.harness.memory_plan import GIB
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.sandbox import require_sandbox
 
 ZERO_CANDIDATE = Path(__file__).resolve().parent / "zero_output.cu"
 SAMPLE_SECONDS = 0.01
@@ -195,7 +196,8 @@ def main(argv: list[str]) -> int:
     zero_source = ZERO_CANDIDATE.read_text()
     print(f"{len(paths)} problems on {torch.cuda.get_device_name(args.gpu)}; cache {options.cache_dir}", flush=True)
     started = time.perf_counter()
-    driver_object(detect_arch(args.gpu), options.cache_dir / "objects")  # once, before the parallel builds
+    # once, before the parallel builds
+    driver_object(detect_arch(args.gpu), options.cache_dir / "objects", require_sandbox(options.unsafe_no_sandbox))
     rows = []
     with ThreadPoolExecutor(BUILD_WORKERS) as builders:
         pending = [prepare(path, options, zero_source, builders) for path in paths]

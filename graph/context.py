@@ -104,6 +104,9 @@ class RunContext(BaseModel):
     soft_verify: bool = Field(
         default=True, description="Ask an LLM whether a verified kernel still does all the model does"
     )
+    unsafe_no_sandbox: bool = Field(
+        default=False, description="Compile and run candidates without the OS sandbox (only where it cannot start)"
+    )
 
     kb_path: PathText | None = Field(
         default=None, description="An existing knowledge base file (default: $KERNELBLASTER_KB, else the user's KB)"

@@ -85,6 +85,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     optimize.add_argument("--no-profile", dest="profile", action="store_const", const=False,
                           help="do not profile with Nsight Compute (states then come from timings alone)")
     optimize.add_argument("--seed", metavar="N", help="seed of the optimization sampling (0)")
+    optimize.add_argument("--unsafe-no-sandbox", action="store_const", const=True,
+                          help="compile and run candidates without the OS sandbox (README: Security)")
 
     resume = add_command(subparsers, "resume", help="continue a run after a crash, a kill or Ctrl-C",
                          options=ResumeOptions, run=run_resume)

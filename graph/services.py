@@ -99,7 +99,7 @@ class HarnessEvaluators:
         return CandidateEvaluator(problem, options)
 
     def missing(self, context: RunContext) -> list[str]:
-        return missing_for_run(context.gpus, context.profile)
+        return missing_for_run(context.gpus, context.profile, context.unsafe_no_sandbox)
 
 
 harness_evaluator = HarnessEvaluators()
@@ -107,7 +107,8 @@ harness_evaluator = HarnessEvaluators()
 
 def eval_options(context: RunContext, gpu: int) -> EvalOptions:
     return EvalOptions(seeds=context.seeds, precision=context.precision, allow=frozenset(context.allow), gpu=gpu,
-                       profile=context.profile, timeout_s=context.kernel_timeout_s)
+                       profile=context.profile, timeout_s=context.kernel_timeout_s,
+                       unsafe_no_sandbox=context.unsafe_no_sandbox)
 
 
 class RunResources:

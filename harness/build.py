@@ -1,11 +1,17 @@
-"""Build one candidate: source checks, compile, object symbol check, then link with the test driver.
+"""Build one candidate: source checks, compile, file and symbol checks, then link with the test driver.
 
-The driver object is compiled once per GPU arch (the compile cache keeps it); each candidate costs one
-`nvcc -c` (itself cached by content) and one link. The result says which stage stopped the build.
+The driver object is compiled once per GPU arch and the launcher once per machine (the compile cache keeps
+both); each candidate costs one `nvcc -c` (itself cached by content) and one link into a shared library
+that the launcher loads. nvcc runs in the sandbox it is given, so a source can only read the toolkit, the
+system headers, the project's headers and its own folder; the files the build read, or tried to read,
+outside those are static violations naming them. The result says which stage stopped the build.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -13,8 +19,21 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kernelblaster.harness.static_check import StaticViolation, check_source
+from kernelblaster.tools.driver_process import DriverProgram
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.nvcc import CompileResult, CompilerMessage, KernelResources, compile_object, link_executable
+from kernelblaster.tools.nvcc import (
+    CompileResult,
+    CompilerMessage,
+    KernelResources,
+    compile_host_program,
+    compile_object,
+    find_nvcc,
+    host_include_dirs,
+    link_shared_library,
+    nvcc_version,
+    toolkit_root,
+)
+from kernelblaster.tools.sandbox import Sandbox, library_dirs
 from kernelblaster.tools.symbols import (
     LIBRARIES,
     SymbolViolation,
@@ -25,10 +44,19 @@ from kernelblaster.tools.symbols import (
 
 DRIVER_DIR = Path(__file__).resolve().parent / "driver"
 DRIVER_SOURCE = DRIVER_DIR / "kb_driver.cu"
+LAUNCHER_SOURCE = DRIVER_DIR / "kb_launcher.c"
 SOURCE_NAME = "candidate.cu"
 HEADER_NAME = "kb_problem.h"
 OBJECT_NAME = "candidate.o"
-EXECUTABLE_NAME = "candidate"
+LIBRARY_NAME = "candidate.so"
+
+# Compiler and assembler messages about a file they could not open, and the path they name.
+_MISSING_FILE = re.compile(
+    r"fatal error: (?P<include>.+?): No such file or directory"
+    r"|Error: file not found: (?P<incbin>.+)"
+    r"|Error: can't open (?P<asm_include>.+?) for reading"
+    r"|cannot open source file \"(?P<front_end>[^\"]+)\""
+)
 
 BuildStage = Literal["static_violation", "compile_error", "link_error", "ok"]
 
@@ -42,7 +70,7 @@ class BuildResult(BaseModel):
     link: CompileResult | None
     source_path: Path
     header_path: Path
-    executable: Path | None
+    program: DriverProgram | None  # the launcher and the linked library, when the build got that far
 
     @property
     def log(self) -> str:
@@ -68,9 +96,10 @@ class BuildResult(BaseModel):
 
 
 def build_candidate(
-    source: str, header: str, workdir: Path, *, arch: str, allow: frozenset[str], cache_dir: Path
+    source: str, header: str, workdir: Path, *, arch: str, allow: frozenset[str], cache_dir: Path,
+    sandbox: Sandbox | None,
 ) -> BuildResult:
-    """Write the candidate and its header into `workdir` and build its driver executable there."""
+    """Write the candidate and its header into `workdir` and build its driver library there."""
     allow = validate_allow(allow)
     workdir.mkdir(parents=True, exist_ok=True)
     source_path, header_path = workdir / SOURCE_NAME, workdir / HEADER_NAME
@@ -83,14 +112,16 @@ def build_candidate(
         link=None,
         source_path=source_path,
         header_path=header_path,
-        executable=None,
+        program=None,
     )
     if result.violations:
         return result
 
-    result.compile = compile_object(
-        source_path, workdir / OBJECT_NAME, arch=arch, include_dirs=[workdir, DRIVER_DIR], cache_dir=cache_dir
-    )
+    result.compile = compile_object(source_path, workdir / OBJECT_NAME, arch=arch, include_dirs=[workdir, DRIVER_DIR],
+                                    cache_dir=cache_dir, sandbox=sandbox)
+    result.violations = files_read_outside(result.compile, workdir)
+    if result.violations:
+        return result
     if not result.compile.ok or result.compile.output is None:
         result.stage = "compile_error"
         return result
@@ -98,17 +129,19 @@ def build_candidate(
     if result.violations:
         return result
 
-    driver = driver_object(arch, cache_dir).output
+    driver = driver_object(arch, cache_dir, sandbox).output
     assert driver is not None
-    result.link = link_executable(
-        [driver, result.compile.output], workdir / EXECUTABLE_NAME, arch=arch, libraries=link_libraries(allow)
-    )
+    libraries = link_libraries(allow)
+    result.link = link_shared_library([driver, result.compile.output], workdir / LIBRARY_NAME, arch=arch,
+                                      libraries=libraries, sandbox=sandbox)
     result.stage = "ok" if result.link.ok else "link_error"
-    result.executable = result.link.output
+    if result.link.output is not None:
+        result.program = DriverProgram(launcher=driver_launcher(cache_dir, sandbox), library=result.link.output,
+                                       library_dirs=tuple(library_dirs(libraries)))
     return result
 
 
-def driver_object(arch: str, cache_dir: Path) -> CompileResult:
+def driver_object(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> CompileResult:
     """The test driver compiled for `arch` (once; later calls are cache hits).
 
     A failure here is the installation's fault, not the candidate's, so it is raised, not reported.
@@ -119,6 +152,7 @@ def driver_object(arch: str, cache_dir: Path) -> CompileResult:
         arch=arch,
         include_dirs=[DRIVER_DIR],
         cache_dir=cache_dir,
+        sandbox=sandbox,
     )
     if not compiled.ok or compiled.output is None:
         first_error = next((m.text for m in compiled.errors), compiled.log.strip()[-300:])
@@ -126,29 +160,61 @@ def driver_object(arch: str, cache_dir: Path) -> CompileResult:
     return compiled
 
 
-def check_libraries_installed(allow: frozenset[str], arch: str, cache_dir: Path) -> None:
-    """Raise a UserFacingError for an allowed library that nvcc cannot compile or link against: an incomplete
-    installation, which must not become a compile error blamed on a candidate that may never call it."""
+def driver_launcher(cache_dir: Path, sandbox: Sandbox | None) -> Path:
+    """The launcher built for this machine (once per launcher source and nvcc; later calls find it)."""
+    nvcc = find_nvcc()
+    key = hashlib.sha256(LAUNCHER_SOURCE.read_bytes() + nvcc_version(nvcc).encode()).hexdigest()[:20]
+    launcher = cache_dir / "driver" / f"kb_launcher_{key}"
+    if os.access(launcher, os.X_OK):
+        return launcher
+    built = compile_host_program(LAUNCHER_SOURCE, launcher, sandbox=sandbox)
+    if not built.ok:
+        first_error = next((m.text for m in built.errors), built.log.strip()[-300:])
+        raise UserFacingError(f"the driver launcher ({LAUNCHER_SOURCE}) does not build: {first_error}")
+    return launcher
+
+
+def files_read_outside(compiled: CompileResult, workdir: Path) -> list[StaticViolation]:
+    """Files the build read, or tried to read, outside the toolkit, the system headers, the project's
+    headers and the candidate's folder (an `#include` or `.incbin` of a host file)."""
+    allowed = [toolkit_root(find_nvcc()), *host_include_dirs(), DRIVER_DIR, workdir.resolve()]
+    tried = [next(path for path in match.groups() if path) for match in _MISSING_FILE.finditer(compiled.log)]
+    violations = []
+    for path, verb in [*((p, "reads") for p in compiled.dependencies), *((p, "tried to read") for p in tried)]:
+        read = Path(os.path.realpath(workdir / path))
+        if not any(read.is_relative_to(root) for root in allowed):
+            violations.append(StaticViolation(
+                rule="outside_file", line=None, text=path,
+                message=f"the build {verb} {path}: a candidate may include only the CUDA toolkit's, the system's "
+                        f"and its own headers ({HEADER_NAME})"))
+    return list({v.text: v for v in violations}.values())
+
+
+def check_libraries_installed(allow: frozenset[str], arch: str, cache_dir: Path, sandbox: Sandbox | None) -> None:
+    """Raise a UserFacingError for an allowed library that nvcc cannot compile or link against (in the sandbox
+    candidates build in): an incomplete installation, which must not become a compile error blamed on a
+    candidate that may never call it."""
     for name in sorted(validate_allow(allow)):
-        problem = _library_problem(name, arch, cache_dir)
+        problem = _library_problem(name, arch, cache_dir, sandbox)
         if problem:
             raise UserFacingError(f"--allow {name}: {problem}; install it, or run without allowing it")
 
 
 @cache
-def _library_problem(name: str, arch: str, cache_dir: Path) -> str | None:
+def _library_problem(name: str, arch: str, cache_dir: Path, sandbox: Sandbox | None) -> str | None:
     """Why a tiny program using the library does not build here, or None when it does."""
     library = next(library for library in LIBRARIES if library.name == name)
     workdir = cache_dir / "library-probes" / name
     workdir.mkdir(parents=True, exist_ok=True)
     source = workdir / "probe.cu"
     source.write_text(f"#include <{library.header}>\nint main() {{ return 0; }}\n")
-    compiled = compile_object(source, workdir / "probe.o", arch=arch, include_dirs=[], cache_dir=None)
+    compiled = compile_object(source, workdir / "probe.o", arch=arch, include_dirs=[], cache_dir=None, sandbox=sandbox)
     if not compiled.ok or compiled.output is None:
         return f"{library.display_name} is not installed where nvcc looks ({_first_error(compiled)})"
     if not library.link_names:
         return None
-    linked = link_executable([compiled.output], workdir / "probe", arch=arch, libraries=list(library.link_names))
+    linked = link_shared_library([compiled.output], workdir / "probe.so", arch=arch,
+                                 libraries=list(library.link_names), sandbox=sandbox)
     if not linked.ok:
         return f"{library.display_name} cannot be linked with this CUDA toolkit ({_first_error(linked)})"
     return None

@@ -65,6 +65,7 @@ class EvalCommandOptions(MeasureOptions):
     timeout: Seconds = 20.0
     arch: Annotated[str, AfterValidator(_gpu_arch)] | None = None
     no_baseline: bool = False
+    unsafe_no_sandbox: bool = False
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -79,6 +80,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--timeout", metavar="SECONDS", help="seconds one call may take before it is a hang (20)")
     evaluate.add_argument("--arch", help="GPU architecture to compile for (default: the GPU's own, else sm_90)")
     evaluate.add_argument("--no-baseline", action="store_true", help="skip timing the PyTorch baselines")
+    evaluate.add_argument("--unsafe-no-sandbox", action="store_true",
+                          help="compile and run the candidate without the OS sandbox (README: Security)")
 
     baseline = add_command(subparsers, "baseline", help="time (and optionally profile) the PyTorch baselines",
                            options=MeasureOptions, run=run_baseline)
@@ -106,7 +109,8 @@ def run_eval(options: EvalCommandOptions) -> int:
 
     harness_options = EvalOptions(seeds=options.seeds, precision=options.precision, allow=frozenset(options.allow),
                                   gpu=options.gpu, profile=options.profile, baseline=not options.no_baseline,
-                                  timeout_s=options.timeout, arch=options.arch)
+                                  timeout_s=options.timeout, arch=options.arch,
+                                  unsafe_no_sandbox=options.unsafe_no_sandbox)
     check_gpu_index(options.gpu)
     result = _citing_the_users_file(evaluate_candidate(options.problem, options.candidate, harness_options),
                                     options.candidate)

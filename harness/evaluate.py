@@ -5,10 +5,12 @@ footprint, derived without the GPU), header, memory plan, references, roofline a
 once. The stages run separately, so an agent can retry a failed compile or verification before spending
 GPU time on timing; each returns a value, the values are gathered in `Findings`, and `verdict.decide`
 turns them into the verdict in one place. Every outcome of the candidate (compile errors, crashes, hangs,
-wrong answers) is an `EvalResult`, and so are a problem too large for the GPU (`too_large`, before
-anything is allocated) and any exception of the harness itself (`harness_error`, the traceback in the
-result). Only bad input the harness can name (a broken problem file, a missing candidate, a missing
-toolchain or library) raises a `UserFacingError`.
+wrong answers, forged replies, what the sandbox blocked) is an `EvalResult`, and so are a problem too
+large for the GPU (`too_large`, before anything is allocated) and any exception of the harness itself
+(`harness_error`, the traceback in the result). Candidates compile and run in the OS sandbox
+(tools/sandbox.py). Only bad input the harness can name (a broken problem file, a missing candidate, a
+missing toolchain or library, a sandbox that cannot start without --unsafe-no-sandbox) raises a
+`UserFacingError`.
 """
 
 from __future__ import annotations
@@ -42,7 +44,13 @@ from kernelblaster.harness.profile_run import profile_candidate, profile_pytorch
 from kernelblaster.harness.references import ReferenceCache
 from kernelblaster.harness.result import BaselineTiming, CandidateTiming, CompileSummary, EvalResult, Roofline, Speedup
 from kernelblaster.harness.roofline import peaks_for_device, roofline_check, roofline_for
-from kernelblaster.harness.timing import flush_bytes, stream_escape_check, time_candidate, wall_seconds
+from kernelblaster.harness.timing import (
+    flush_and_sync_ms,
+    flush_bytes,
+    stream_escape_check,
+    time_candidate,
+    wall_seconds,
+)
 from kernelblaster.harness.verdict import Findings, Measurement, Score, decide
 from kernelblaster.harness.verify import (
     DriverFailure,
@@ -51,13 +59,17 @@ from kernelblaster.harness.verify import (
     check_timed_outputs,
     verify_candidate,
 )
-from kernelblaster.tools.driver_process import DriverError, DriverSession
+from kernelblaster.tools.driver_process import ClaimAllowance, DriverError, DriverProgram, DriverSession
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.sandbox import Sandbox, require_sandbox
 
 T = TypeVar("T")
 
 DEFAULT_ARCH = "sm_90"
 BASELINE_PROFILE_TIMEOUT_S = 600.0
+# Unclaimed time allowed around each timed call: the trusted flush-and-synchronise time, with margin.
+CLAIM_CALL_FACTOR = 1.5
+CLAIM_CALL_MARGIN_MS = 0.03
 
 
 def default_cache_dir() -> Path:
@@ -94,6 +106,7 @@ class EvalOptions(BaseModel):
     timeout_s: float = 20.0
     arch: str | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
+    unsafe_no_sandbox: bool = False  # compile and run candidates without the OS sandbox (tools/sandbox.py)
 
 
 @dataclass
@@ -110,8 +123,8 @@ class BuildStage:
         return self.result is None
 
     @property
-    def executable(self) -> Path | None:
-        return self.build.executable
+    def program(self) -> DriverProgram | None:
+        return self.build.program
 
 
 class CandidateEvaluator:
@@ -120,7 +133,8 @@ class CandidateEvaluator:
         self.options = options
         self.gpu = options.gpu if gpu_available() else None
         self.arch = options.arch or detect_arch(options.gpu)
-        check_libraries_installed(options.allow, self.arch, self.objects_dir)
+        if options.allow:
+            check_libraries_installed(options.allow, self.arch, self.objects_dir, self.sandbox)
         self.analysis = analyse_problem(problem, self.gpu)
         self.spec = self.analysis.spec
         self.header = generate_header(self.spec)
@@ -141,7 +155,8 @@ class CandidateEvaluator:
     def build(self, source: str, label: str) -> BuildStage:
         key = hashlib.sha256((source + self.header + self.arch + ",".join(sorted(self.options.allow))).encode())
         build = build_candidate(source, self.header, self.options.cache_dir / "builds" / key.hexdigest()[:20],
-                                arch=self.arch, allow=self.options.allow, cache_dir=self.objects_dir)
+                                arch=self.arch, allow=self.options.allow, cache_dir=self.objects_dir,
+                                sandbox=self.sandbox)
         stage = BuildStage(label, source, build, None)
         if build.stage != "ok":
             stage.result = self._conclude(stage, Findings.of_build(build))
@@ -169,6 +184,11 @@ class CandidateEvaluator:
 
     # -- what is made once --------------------------------------------------------------------------------
     @cached_property
+    def sandbox(self) -> Sandbox | None:
+        """Where candidates compile and run; asked for only then, so baselines need no sandbox."""
+        return require_sandbox(self.options.unsafe_no_sandbox)
+
+    @cached_property
     def plan(self) -> MemoryPlan:
         gpu = self._require_gpu()
         torch.cuda.empty_cache()  # memory PyTorch caches but does not use is free for the shared sets
@@ -194,6 +214,11 @@ class CandidateEvaluator:
             raise TooLarge(self.plan.too_large_summary())
         return baseline_for(self.problem, self._require_gpu(), self.options.precision, self.plan.baseline_sets,
                             self.options.cache_dir, with_compile=self.options.compile_baseline)
+
+    @cached_property
+    def _claim_allowance(self) -> ClaimAllowance:
+        return ClaimAllowance(per_call_ms=CLAIM_CALL_FACTOR * flush_and_sync_ms(self._require_gpu())
+                              + CLAIM_CALL_MARGIN_MS)
 
     @property
     def objects_dir(self) -> Path:
@@ -244,9 +269,11 @@ class CandidateEvaluator:
 
     @contextmanager
     def _driver(self, built: BuildStage, sets: list[SharedSet]) -> Iterator[DriverSession]:
-        assert built.executable is not None, "only a built candidate runs"
+        program = built.program
+        assert program is not None, "only a built candidate runs"
         gpu = self._require_gpu()
-        with DriverSession(built.executable) as session:
+        with DriverSession(program.command(filtered=self.sandbox is not None), sandbox=self.sandbox,
+                           view=program.view(), allowance=self._claim_allowance) as session:
             session.setup([s.ipc() for s in sets], flush_bytes=flush_bytes(gpu), device=gpu,
                           timeout_s=self.options.timeout_s)
             yield session
@@ -278,9 +305,9 @@ class CandidateEvaluator:
         return Score(roofline, floor_check, baseline, speedup)
 
     def _profile(self, built: BuildStage, sets: list[SharedSet]) -> ProfileOutcome:
-        assert built.executable is not None
-        return profile_candidate(built.executable, [s.ipc() for s in sets], self._require_gpu(),
-                                 built.executable.parent, self.options.timeout_s)
+        assert built.program is not None
+        return profile_candidate(built.program, [s.ipc() for s in sets], self._require_gpu(),
+                                 built.program.library.parent, self.options.timeout_s, self.sandbox)
 
     def _verification_context(self) -> VerificationContext:
         return VerificationContext(self.references, self.options.precision, self.options.timeout_s,

@@ -1,7 +1,9 @@
 """Run a candidate's driver, or a PyTorch model, under Nsight Compute and return the typed profile.
 
 Profiling is optional evidence: when ncu is missing or fails, the outcome says why and the evaluation
-carries on.
+carries on. A candidate's driver is profiled inside the same sandbox as its other runs, with ncu's own
+files visible and a fresh report folder as the only writable place; ncu starts the driver's launcher,
+which confines the driver process itself. The PyTorch model is the user's own code and runs unconfined.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 
 from kernelblaster.harness.profile import ProfileOutcome, ProfileUnavailable, build_profile_report
 from kernelblaster.harness.timing import flush_bytes
-from kernelblaster.tools.driver_process import DriverCrashed, DriverSession, DriverTimeout, TensorSet
+from kernelblaster.tools.driver_process import DriverError, DriverProgram, DriverSession, TensorSet
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.ncu import (
     ToolUnavailable,
@@ -22,24 +24,29 @@ from kernelblaster.tools.ncu import (
     profile_command,
     profile_prefix,
 )
+from kernelblaster.tools.sandbox import Sandbox, SandboxView
 
 PROFILE_WARMUP = 3
 # ncu replays every kernel once per metric pass (about 20 for these sections), so a call costs far more.
 PROFILE_TIMEOUT_FACTOR = 40
 
 
-def profile_candidate(executable: Path, sets: list[TensorSet], gpu: int, workdir: Path,
-                      timeout_s: float) -> ProfileOutcome:
-    unavailable = _ncu_missing()
-    if unavailable:
-        return unavailable
-    report_path = workdir / "profile"
+def profile_candidate(program: DriverProgram, sets: list[TensorSet], gpu: int, workdir: Path,
+                      timeout_s: float, sandbox: Sandbox | None) -> ProfileOutcome:
+    located = locate_ncu()
+    if isinstance(located, ToolUnavailable):
+        return ProfileUnavailable(reason=located.reason)
+    report_dir = workdir / "ncu"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    report_path = report_dir / "profile"
+    view = program.view() + SandboxView(read_only=_ncu_installation(located), writable=(report_dir,))
     try:
-        with DriverSession(executable, wrapper=profile_prefix(report_path)) as session:
+        with DriverSession(program.command(filtered=sandbox is not None), wrapper=profile_prefix(report_path),
+                           sandbox=sandbox, view=view) as session:
             session.setup(sets, flush_bytes=flush_bytes(gpu), device=gpu, timeout_s=timeout_s * PROFILE_TIMEOUT_FACTOR)
             session.profile(0, warmup=PROFILE_WARMUP, timeout_s=timeout_s * PROFILE_TIMEOUT_FACTOR)
         return build_profile_report(export_details(report_path))
-    except (DriverCrashed, DriverTimeout, UserFacingError) as error:
+    except (DriverError, UserFacingError) as error:
         return ProfileUnavailable(reason=f"ncu run failed: {str(error).splitlines()[0]}")
 
 
@@ -60,6 +67,12 @@ def profile_pytorch(problem_path: Path, gpu: int, precision: str, workdir: Path,
         return ProfileUnavailable(reason=f"profiling the PyTorch model took longer than {timeout_s:g} s")
     except UserFacingError as error:
         return ProfileUnavailable(reason=f"ncu run failed: {str(error).splitlines()[0]}")
+
+
+def _ncu_installation(ncu: Path) -> tuple[Path, ...]:
+    """ncu and the folder it is installed in (its toolkit, when it sits in a toolkit's bin/)."""
+    home = ncu.resolve().parent
+    return (ncu, home.parent if home.name == "bin" else home)
 
 
 def _ncu_missing() -> ProfileUnavailable | None:

@@ -15,7 +15,7 @@ from kernelblaster.harness.profile import ProfileOutcome
 from kernelblaster.harness.stats import TimingStats
 
 Verdict = Literal["ok", "compile_error", "static_violation", "incorrect", "crash", "timeout", "suspicious", "no_gpu",
-                  "too_large", "harness_error"]
+                  "too_large", "harness_error", "forged_result", "sandbox_violation"]
 
 # Verdicts that say nothing about the candidate: the harness or the machine could not judge it.
 NOT_THE_CANDIDATES: frozenset[Verdict] = frozenset({"no_gpu", "too_large", "harness_error"})

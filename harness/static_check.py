@@ -1,14 +1,20 @@
 """Source rules for a candidate, checked before it is compiled.
 
-Forbidden includes (PyTorch and Python; optional libraries unless the run allows them), forbidden API
-families (the catalogue in tools/symbols.py) and the required kb_forward definition. Comments and string
-literals are blanked before matching, so a rule named in a comment is not a violation; violations carry
-the original line number and text.
+Forbidden includes (PyTorch and Python; optional libraries unless the run allows them; files named by an
+absolute or `..` path; headers named through a macro), forbidden API families (the catalogue in
+tools/symbols.py), assembler directives that read files (`.incbin`, `.include`), code that runs when the
+driver loads (constructors, init arrays, IFUNC resolvers) and the required kb_forward definition. Comments
+and string literals are blanked before matching, so a rule named in a comment is not a violation;
+violations carry the original line number and text.
+
+These rules are the readable early warning for the agents, not the boundary: the OS sandbox
+(tools/sandbox.py) is what keeps a candidate that gets past them from reaching anything.
 """
 
 from __future__ import annotations
 
 import bisect
+import posixpath
 import re
 from dataclasses import dataclass
 
@@ -17,7 +23,26 @@ from pydantic import BaseModel
 from kernelblaster.tools.symbols import FORBIDDEN_APIS, LIBRARIES, validate_allow
 
 PYTORCH_INCLUDE = re.compile(r"^(?:torch|ATen|c10|caffe2|pybind11)/|^(?:Python|torch)\.h$")
-_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"](?P<path>[^>\"]+)[>\"]", re.MULTILINE)
+_DIRECTIVE = r"^[ \t]*#[ \t]*(?:include|include_next|import|embed)\b[ \t]*"
+_INCLUDE = re.compile(_DIRECTIVE + r"[<\"](?P<path>[^>\"]+)[>\"]", re.MULTILINE)
+_COMPUTED_INCLUDE = re.compile(_DIRECTIVE + r"(?P<path>[^<\"\s]\S*)", re.MULTILINE)
+
+
+def _split_literal(word: str) -> str:
+    """`word` also when adjacent string literals split it (".inc" "bin")."""
+    return r'(?:"\s*")?'.join(map(re.escape, word))
+
+
+# Assembler directives that read a file into the object or the assembly (in asm strings or macros).
+_ASSEMBLER_FILE = re.compile(r"\.\s*(?:" + _split_literal("incbin") + "|" + _split_literal("include") + r")\b",
+                             re.IGNORECASE)
+# System-call instructions in inline assembly (x86-64, i386, AArch64).
+_SYSTEM_CALL_INSTRUCTION = re.compile(r"\b(?:syscall|sysenter)\b(?!\s*\()|\bint\s+\$?0x80\b|\bsvc\s+#?0\b")
+_LOAD_TIME_CODE = re.compile(
+    r"__attribute__\s*\(\(\s*(?:__)?(?:constructor|destructor|ifunc)(?:__)?\b"
+    r"|\[\[\s*gnu\s*::\s*(?:constructor|destructor|ifunc)\b"
+    r"|\.(?:preinit_array|init_array|fini_array|ctors|dtors)\b"
+)
 _KB_FORWARD_DEFINITION = re.compile(r"\bkb_forward\s*\([^;{}]*\)\s*\{")
 KB_FORWARD_SIGNATURE = (
     'extern "C" int kb_forward(const KBTensor* inputs, const KBTensor* params, KBTensor* outputs, cudaStream_t stream)'
@@ -37,7 +62,15 @@ def check_source(source: str, allow: frozenset[str] = frozenset()) -> list[Stati
     """Every violation in the candidate source, in line order (whole-file rules last)."""
     allow = validate_allow(allow)
     stripped = strip_comments_and_strings(source)
-    found = [*_include_violations(stripped, source, allow), *_api_violations(stripped, source)]
+    found = [*_include_violations(stripped, source, allow), *_api_violations(stripped, source),
+             *_pattern_violations(stripped.without_comments, source, _ASSEMBLER_FILE, "assembler_file",
+                                  "read files through the assembler (.incbin, .include)"),
+             *_pattern_violations(stripped.without_comments, source, _SYSTEM_CALL_INSTRUCTION, "system_call",
+                                  "make system calls directly (the syscall/svc instruction)"),
+             *_pattern_violations(stripped.without_comments, source, _LOAD_TIME_CODE, "load_time_code",
+                                  "run code when the driver loads or unloads (constructors, init arrays, IFUNC "
+                                  "resolvers)")]
+    found = list({(v.rule, v.line): v for v in found}.values())
     found.sort(key=lambda v: v.line or 0)
     if not _KB_FORWARD_DEFINITION.search(stripped.code):
         found.append(
@@ -152,11 +185,21 @@ def _include_violations(stripped: StrippedSource, source: str, allow: frozenset[
         if reason is not None:
             rule, why = reason
             violations.append(StaticViolation(rule=rule, line=line, text=text, message=f"line {line}: {text} — {why}"))
+    for match in _COMPUTED_INCLUDE.finditer(stripped.without_comments):
+        line, text = lines.at(match.start("path"))
+        violations.append(StaticViolation(
+            rule="include_path", line=line, text=text,
+            message=f"line {line}: {text} — name the header literally (#include <name> or \"name\"), not "
+                    "through a macro"))
     return violations
 
 
 def _include_reason(path: str, allow: frozenset[str]) -> tuple[str, str] | None:
     """(rule, explanation) when including `path` breaks a rule."""
+    path = posixpath.normpath(path)
+    if path.startswith(("/", "../")) or path == "..":
+        return "outside_file", (f"{path} is outside the headers a candidate may include (the CUDA toolkit's, the "
+                                "system's and kb_problem.h)")
     if PYTORCH_INCLUDE.search(path):
         return "pytorch_include", "candidates may not use PyTorch/ATen/c10 or Python; write plain CUDA C++"
     for library in LIBRARIES:
@@ -192,9 +235,22 @@ def _api_violations(stripped: StrippedSource, source: str) -> list[StaticViolati
     return violations
 
 
+def _pattern_violations(text: str, source: str, pattern: re.Pattern[str], rule: str,
+                        message: str) -> list[StaticViolation]:
+    """One violation per line where `pattern` matches `text` (the source with comments blanked)."""
+    lines = _Lines(source)
+    found: dict[int, StaticViolation] = {}
+    for match in pattern.finditer(text):
+        line, line_text = lines.at(match.start())
+        found.setdefault(line, StaticViolation(rule=rule, line=line, text=line_text,
+                                               message=f"line {line}: {line_text} — candidates may not {message}"))
+    return list(found.values())
+
+
 def _api_pattern(functions: tuple[str, ...], patterns: tuple[str, ...]) -> re.Pattern[str]:
-    """Calls of `functions` (not member calls such as `x.write(`) or any of `patterns`."""
+    """Calls of `functions`, also under glibc's internal aliases (`__popen`, `__libc_system`, `_IO_popen`),
+    but not member calls such as `x.write(`, or any of `patterns`."""
     alternatives = list(patterns)
     if functions:
-        alternatives.append(r"(?<![\w.>$])(?:" + "|".join(map(re.escape, functions)) + r")\s*\(")
+        alternatives.append(r"(?<![\w.>$])(?:__libc_|_IO_|_+)?(?:" + "|".join(map(re.escape, functions)) + r")\s*\(")
     return re.compile("|".join(f"(?:{a})" for a in alternatives) or r"(?!)")

@@ -6,6 +6,8 @@ inside a call (allocations, attribute setting, event waits) shows in the events 
 GPU waiting, as it would in any program. Work a candidate leaks onto another stream is not timed by the
 events, so the driver checks, for every call, that the outputs were final the moment the stream's work was
 done: a call whose outputs still changed afterwards fails `stream_escape` and earns nothing.
+`flush_and_sync_ms` measures, in this trusted process, the work around each timed call that the driver's
+claims leave out (for the forgery check).
 """
 
 from __future__ import annotations
@@ -44,6 +46,20 @@ class IterationPlan:
 
 def flush_bytes(device: int) -> int:
     return 2 * torch.cuda.get_device_properties(device).L2_cache_size
+
+
+def flush_and_sync_ms(device: int, samples: int = 7) -> float:
+    """One L2 flush and device synchronise, timed in this (trusted) process: the work around each timed
+    call that the driver's claimed times leave out, for the check that the claims are genuine."""
+    flush = torch.empty(flush_bytes(device), dtype=torch.uint8, device=f"cuda:{device}")
+    measured = []
+    for k in range(samples):
+        torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        flush.fill_(k & 0xFF)
+        torch.cuda.synchronize(device)
+        measured.append((time.perf_counter() - started) * 1000)
+    return sorted(measured)[samples // 2]
 
 
 def time_candidate(session: DriverSession, set_indices: list[int], timeout_s: float) -> CandidateTiming:

@@ -21,7 +21,7 @@ from kernelblaster.harness.compare import POISON_BYTE, compare_output, identical
 from kernelblaster.harness.precision import PrecisionPolicy, tolerance_for
 from kernelblaster.harness.references import SPECIAL_CASES, ReferenceCache, ReferenceCase
 from kernelblaster.harness.result import CheckResult
-from kernelblaster.tools.driver_process import DriverError, DriverSession, DriverTimeout
+from kernelblaster.tools.driver_process import DriverError, DriverForged, DriverSession, DriverTimeout
 
 
 @dataclass
@@ -45,17 +45,23 @@ class VerificationContext:
 
 @dataclass(frozen=True)
 class DriverFailure:
-    """The driver crashed or hung while running the candidate."""
+    """The driver crashed or hung while running the candidate, the sandbox stopped it for a forbidden
+    system call, or what it replied cannot have come from the driver."""
 
-    verdict: Literal["crash", "timeout"]
+    verdict: Literal["crash", "timeout", "sandbox_violation", "forged_result"]
     detail: str
 
     @classmethod
     def of(cls, error: DriverError) -> DriverFailure:
+        if isinstance(error, DriverForged):
+            return cls("forged_result", f"{error.reason}: the result was not the driver's")
+        if error.blocked:
+            return cls("sandbox_violation", "the sandbox blocked " + "; ".join(error.blocked))
         return cls("timeout" if isinstance(error, DriverTimeout) else "crash", str(error))
 
     def check(self) -> CheckResult:
-        return CheckResult(name="runs", passed=False, detail=self.detail)
+        names = {"sandbox_violation": "sandbox", "forged_result": "genuine_results"}
+        return CheckResult(name=names.get(self.verdict, "runs"), passed=False, detail=self.detail)
 
 
 @dataclass

@@ -1,33 +1,83 @@
-"""Runs a built candidate executable (the C++ test driver) and speaks its JSON line protocol.
+"""Runs the test driver of a built candidate and speaks its JSON line protocol.
 
-The driver runs in its own process group, so a hang is ended by killing the group (wrapper such as ncu
-included). Every request has a timeout; stderr is drained by a thread so a chatty candidate never blocks
-the pipe, and its tail is attached to every failure. The protocol is documented in
+The driver process is the launcher (harness/driver/kb_launcher.c) loading the library that links the
+driver with one candidate (`DriverProgram`). It runs in the OS sandbox it is given (tools/sandbox.py; None
+for --unsafe-no-sandbox), in its own process group, so a hang is ended by killing the group (sandbox and a
+wrapper such as ncu included). Every request has a timeout; stderr is drained by a thread so a chatty
+candidate never blocks the pipe, and its tail is attached to every failure. The protocol is documented in
 harness/driver/kb_driver.cu.
+
+Candidate code shares the driver's process and can write anything to any of its file descriptors, so what
+arrives on the protocol is checked here, from outside, before it is believed:
+- requests are numbered and every reply must echo its request's number: a reply that arrives before its
+  request was sent, twice, or with another number is a forgery, and so is a reply after the driver's
+  answer to `exit`;
+- a timing reply is held against this process's own clock around the request (`forged_timing`): the
+  claimed calls must fit in the time that passed, and must account for most of it beyond what the trusted
+  side measured for the L2 flush and synchronisation around each call (`ClaimAllowance`).
+A forgery raises `DriverForged` (the driver is killed first). What the sandbox blocked (the launcher names
+it on stderr before it ends the process) is listed by `blocked()`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import re
 import select
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from kernelblaster.tools.sandbox import ResourceLimits, Sandbox, SandboxView, memory_share, prepare
+
 KB_MAX_DIMS = 8  # KBTensor's shape/strides capacity (harness/driver/kb_abi.h)
 STDERR_TAIL_BYTES = 64 * 1024
+START_TIMEOUT_S = 60.0  # loading the library and, under ncu, ncu's own start-up
 EXIT_TIMEOUT_S = 10.0
 WRAPPED_EXIT_TIMEOUT_S = 300.0  # a wrapper such as ncu writes its report after the driver exits
 FATAL_EXIT_WAIT_S = 5.0
+BLOCKED_EXIT_STATUS = 159  # the launcher's status after a blocked system call (128 + SIGSYS)
+# A backstop for the whole driver process; each request has its own wall-clock timeout.
+DRIVER_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share(), cpu_seconds=3600)
+NO_EXTRA_VIEW = SandboxView()
+_BLOCKED_LINE = re.compile(r"^kernelblaster-sandbox: blocked (?P<what>.+)$", re.MULTILINE)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The driver program
+# ---------------------------------------------------------------------------------------------------
+class DriverProgram(BaseModel):
+    """The launcher (built once per machine) and the library it loads (the driver linked with a candidate)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    launcher: Path
+    library: Path
+    library_dirs: tuple[Path, ...] = ()  # where the libraries it links (cuBLAS ...) are found at run time
+
+    def command(self, *, filtered: bool, limits: ResourceLimits = DRIVER_LIMITS) -> list[str]:
+        """The argv that starts the driver; `filtered=False` leaves out the system-call filter."""
+        options = [] if filtered else ["--no-filter"]
+        options += ["--file-bytes", str(limits.file_bytes), "--tasks", str(limits.tasks),
+                    "--data-bytes", str(limits.data_bytes)]
+        if limits.cpu_seconds is not None:
+            options += ["--cpu-seconds", str(limits.cpu_seconds)]
+        return [str(self.launcher), *options, str(self.library)]
+
+    def view(self) -> SandboxView:
+        """What the driver needs to see in a sandbox: itself, the GPU and the CUDA driver."""
+        return SandboxView(read_only=(self.launcher, self.library, *self.library_dirs), gpu=True)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -100,6 +150,7 @@ class DriverReply(BaseModel):
     """Every reply: `ok`, and on failure the error, whether the driver exits after it, and kb_forward's rc."""
 
     ok: bool
+    seq: int | None = None
     error: str | None = None
     fatal: bool = False
     rc: int | None = None
@@ -129,6 +180,11 @@ class DriverError(Exception):
         last_lines = " | ".join(stderr_tail.strip().splitlines()[-5:])
         super().__init__(summary + (f"; stderr: {last_lines[-600:]}" if last_lines else ""))
 
+    @property
+    def blocked(self) -> list[str]:
+        """What the sandbox stopped before the driver ended, as the launcher named it."""
+        return blocked_calls(self.stderr_tail)
+
 
 class DriverTimeout(DriverError):
     """A request got no reply in time; the driver's process group has been killed."""
@@ -149,12 +205,69 @@ class DriverCrashed(DriverError):
         super().__init__(error + _describe_exit(exit_status), stderr_tail)
 
 
+class DriverForged(DriverError):
+    """What arrived on the protocol cannot be the driver's own answer; the driver has been killed."""
+
+    def __init__(self, reason: str, stderr_tail: str) -> None:
+        self.reason = reason
+        super().__init__(f"forged reply: {reason}", stderr_tail)
+
+
+def blocked_calls(stderr: str) -> list[str]:
+    """The system calls the launcher reported blocking in `stderr` (the driver's output), in order, once each."""
+    return list(dict.fromkeys(match["what"] for match in _BLOCKED_LINE.finditer(stderr)))
+
+
 def _describe_exit(exit_status: int | None) -> str:
     if exit_status is None:
         return ""
     if exit_status < 0:
         return f" (driver killed by {signal.Signals(-exit_status).name})"
+    if exit_status == BLOCKED_EXIT_STATUS:
+        return f" (driver stopped by the sandbox, status {exit_status})"
     return f" (driver exited with status {exit_status})"
+
+
+@dataclass(frozen=True)
+class ClaimAllowance:
+    """Time around each timed call that the driver does not claim (the L2 flush and the synchronisations),
+    as the trusted process measured it, plus a fixed allowance per request (process scheduling, JSON).
+    Claims that leave more than twice as much unexplained are forged: what else the driver does around a
+    call (poisoning the outputs, checking they were final) costs at most about what writing the outputs
+    costs the kernel itself."""
+
+    per_call_ms: float
+    per_request_ms: float = 50.0
+
+
+CLAIM_SLACK_SHARE = 0.01  # clocks of two processes disagree a little
+CLAIM_SLACK_MS = 1.0
+UNEXPLAINED_FACTOR = 2.0
+
+
+def forged_timing(request: TimeRequest, reply: TimingReply, elapsed_ms: float,
+                  allowance: ClaimAllowance | None) -> str | None:
+    """Why a timing reply cannot be true, given the wall time this process saw the request take; None if
+    it can."""
+    calls = request.warmup + request.iters
+    if len(reply.event_ms) != request.iters:
+        return f"{len(reply.event_ms)} timed calls reported for a request of {request.iters}"
+    if not all(math.isfinite(x) and x >= 0 for x in reply.event_ms):
+        return "timings that are negative or not numbers"
+    if not (0 <= reply.incomplete_calls <= calls and 0 <= reply.policy_windows <= calls):
+        return f"counts of calls beyond the {calls} calls made"
+    claimed_ms = sum(reply.event_ms)
+    if claimed_ms > elapsed_ms * (1 + CLAIM_SLACK_SHARE) + CLAIM_SLACK_MS:
+        return (f"{request.iters} calls claimed {claimed_ms:.3f} ms, but the whole request took {elapsed_ms:.3f} ms "
+                "by the harness's clock")
+    if allowance is None:
+        return None
+    unexplained_ms = elapsed_ms - calls * allowance.per_call_ms - allowance.per_request_ms
+    explained_ms = claimed_ms * calls / request.iters
+    if explained_ms * UNEXPLAINED_FACTOR < unexplained_ms:
+        return (f"{calls} calls claimed {explained_ms:.3f} ms, but the request took {elapsed_ms:.3f} ms by the "
+                f"harness's clock, {unexplained_ms:.3f} ms more than flushes and synchronisation explain")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -165,26 +278,31 @@ class DriverSession:
 
     def __init__(
         self,
-        executable: Path,
+        command: Sequence[str],
         *,
+        sandbox: Sandbox | None,
+        view: SandboxView = NO_EXTRA_VIEW,
         wrapper: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
         exit_timeout_s: float | None = None,
+        allowance: ClaimAllowance | None = None,
     ) -> None:
-        """`wrapper` prefixes the command (e.g. ncu's argv); `env` is added to the current environment.
+        """`command` starts the driver (`DriverProgram.command`); `wrapper` prefixes it (e.g. ncu's argv).
 
-        `exit_timeout_s` bounds the wait for a clean exit on close (default 10 s, 300 s under a wrapper).
+        It runs inside `sandbox` seeing `view` (None: unconfined), with the sandbox's emptied environment
+        plus `env`. `exit_timeout_s` bounds the wait for a clean exit on close (default 10 s, 300 s under
+        a wrapper); `allowance` enables the wall-clock check of timing claims.
         """
-        self.argv = [*wrapper, str(executable)]
+        self.argv = [*wrapper, *command]
+        self._launch = prepare(self.argv, view, sandbox, env=env)
         default_exit_timeout_s = WRAPPED_EXIT_TIMEOUT_S if wrapper else EXIT_TIMEOUT_S
         self._exit_timeout_s = exit_timeout_s if exit_timeout_s is not None else default_exit_timeout_s
-        self._env = {**os.environ, **(env or {})}
-        self._cwd = cwd
+        self._allowance = allowance
         self._process: subprocess.Popen[bytes] | None = None
         self._stdout_buffer = b""
         self._tail = _OutputTail(STDERR_TAIL_BYTES)
         self._stderr_reader: threading.Thread | None = None
+        self._next_seq = 1
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -194,16 +312,17 @@ class DriverSession:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        self.close()
+        self.close(check=exc is None)
 
-    def start(self) -> None:
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Start the driver and wait until it has loaded (its reply numbered 0)."""
         self._process = subprocess.Popen(
-            self.argv,
+            self._launch.argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=self._env,
-            cwd=self._cwd,
+            env=self._launch.env,
+            cwd=self._launch.cwd,
             start_new_session=True,  # its own process group, killed as a whole on a hang
         )
         assert self._process.stderr is not None
@@ -211,6 +330,7 @@ class DriverSession:
             target=self._tail.drain, args=(self._process.stderr.fileno(),), name="driver-stderr", daemon=True
         )
         self._stderr_reader.start()
+        self._expect_reply("start", 0, timeout_s)
 
     @property
     def pid(self) -> int | None:
@@ -224,18 +344,32 @@ class DriverSession:
     def stderr_tail(self) -> str:
         return self._tail.text()
 
-    def close(self) -> None:
-        """Ask the driver to exit; kill its process group if it does not. Safe to call more than once."""
+    def blocked(self) -> list[str]:
+        """What the sandbox stopped, as the launcher named it (e.g. `execve (the candidate tried to ...)`)."""
+        return blocked_calls(self.stderr_tail())
+
+    def close(self, check: bool = True) -> None:
+        """Ask the driver to exit; kill its process group if it does not. Safe to call more than once.
+
+        With `check`, a driver that does not answer `exit` raises DriverCrashed, and replies that follow
+        its answer raise DriverForged.
+        """
         process = self._process
         if process is None:
             return
+        failure: DriverError | None = None
         if process.poll() is None:
             try:
                 self._request(ExitRequest(), DriverReply, self._exit_timeout_s)
                 process.wait(timeout=self._exit_timeout_s)
-            except (DriverError, subprocess.TimeoutExpired):
+                self._reject_late_replies()
+            except DriverError as error:
+                failure = error
+            except subprocess.TimeoutExpired:
                 self._kill()
         self._finish()
+        if check and failure is not None:
+            raise failure
 
     # -- requests -------------------------------------------------------------------------------------
     def setup(self, sets: list[TensorSet], flush_bytes: int, device: int = 0, timeout_s: float = 60.0) -> None:
@@ -249,9 +383,17 @@ class DriverSession:
     def time(self, sets: list[int], warmup: int, iters: int, flush: bool, timeout_s: float,
              poison: bool = True) -> TimingReply:
         """`iters` timed calls after `warmup` untimed ones, rotating over `sets`, with an L2 flush (and, with
-        `poison`, the outputs poisoned) before each."""
+        `poison`, the outputs poisoned) before each.
+
+        The reply is checked against this process's clock around the request (`forged_timing`).
+        """
         request = TimeRequest(warmup=warmup, iters=iters, sets=sets, flush=flush, poison=poison)
-        return self._request(request, TimingReply, timeout_s)
+        started = time.perf_counter()
+        reply = self._request(request, TimingReply, timeout_s)
+        reason = forged_timing(request, reply, (time.perf_counter() - started) * 1000, self._allowance)
+        if reason is not None:
+            raise self._forged(reason)
+        return reply
 
     def profile(self, set_index: int, warmup: int, timeout_s: float) -> None:
         """`warmup` calls, then one call between cudaProfilerStart/Stop (for `ncu --profile-from-start off`)."""
@@ -260,12 +402,16 @@ class DriverSession:
     def _request(self, request: DriverRequest, reply_type: type[ReplyT], timeout_s: float) -> ReplyT:
         process = self._running_process()
         assert process.stdin is not None
+        seq = self._next_seq
+        self._next_seq += 1
+        self._reject_early_replies(request.cmd)
+        wire = request.model_dump(by_alias=True) | {"seq": seq}
         try:
-            process.stdin.write(request.model_dump_json(by_alias=True).encode() + b"\n")
+            process.stdin.write(json.dumps(wire).encode() + b"\n")
             process.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died(request.cmd) from None
-        raw = self._read_reply(request.cmd, timeout_s)
+        raw = self._expect_reply(request.cmd, seq, timeout_s)
         reply = DriverReply.model_validate(raw)
         if not reply.ok:
             if reply.fatal:
@@ -279,6 +425,49 @@ class DriverSession:
             raise DriverCrashed(
                 f"malformed reply to '{request.cmd}': {error}", self.exit_status, self.stderr_tail()
             ) from None
+
+    def _expect_reply(self, command: str, seq: int, timeout_s: float) -> dict[str, object]:
+        """The next reply, which must be numbered `seq`."""
+        raw = self._read_reply(command, timeout_s)
+        if raw.get("seq") != seq:
+            raise self._forged(f"a reply numbered {raw.get('seq')!r} arrived while the driver owed reply {seq} "
+                               f"(to '{command}')")
+        return raw
+
+    def _reject_early_replies(self, command: str) -> None:
+        """Nothing may be waiting on the protocol before a request is sent: no reply precedes its request."""
+        for line in self._available_lines():
+            if _parse_reply_line(line) is not None:
+                raise self._forged(f"a reply arrived before request '{command}' was sent: {line[:200]!r}")
+            self._tail.append(line + b"\n")
+
+    def _reject_late_replies(self) -> None:
+        """After its answer to `exit` the driver (now ended) has written nothing more on the protocol."""
+        self._stdout_buffer += b"\n"  # a last line without its newline counts too
+        for line in self._available_lines():
+            if _parse_reply_line(line) is not None:
+                raise self._forged(f"a reply arrived after the driver's answer to 'exit': {line[:200]!r}")
+
+    def _available_lines(self) -> list[bytes]:
+        """Complete lines already received or readable now, without waiting."""
+        assert self._process is not None and self._process.stdout is not None
+        stdout_fd = self._process.stdout.fileno()
+        poller = select.poll()
+        poller.register(stdout_fd, select.POLLIN)
+        while poller.poll(0):
+            chunk = os.read(stdout_fd, 65536)
+            if not chunk:
+                break
+            self._stdout_buffer += chunk
+        lines = []
+        while (line := self._next_stdout_line()) is not None:
+            lines.append(line)
+        return lines
+
+    def _forged(self, reason: str) -> DriverForged:
+        if self._process is not None and self._process.poll() is None:
+            self._kill()
+        return DriverForged(reason, self.stderr_tail())
 
     def _running_process(self) -> subprocess.Popen[bytes]:
         if self._process is None:
@@ -331,7 +520,7 @@ class DriverSession:
         self._kill()
 
     def _kill(self) -> None:
-        """Kill the driver's whole process group (children and a wrapper included) and reap it."""
+        """Kill the driver's whole process group (children, a wrapper and the sandbox included) and reap it."""
         assert self._process is not None
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self._process.pid, signal.SIGKILL)

@@ -1,7 +1,14 @@
-"""Thin wrapper of nvcc: compile a CUDA source to an object and link objects into an executable.
+"""Thin wrapper of nvcc: compile a CUDA source to an object and link objects into a shared library.
 
-Keeps the full compiler log, parses it into typed messages and per-kernel ptxas resource usage, times
-each step and caches compiled objects by content hash. Results are pydantic models that go into reports.
+Keeps the full compiler log, parses it into typed messages, per-kernel ptxas resource usage and the
+files the preprocessor read, times each step and caches compiled objects by content hash. Results are
+pydantic models that go into reports.
+
+A candidate's source is untrusted input to the compiler (`#include` and the assembler's `.incbin` read
+any file the compiler can see), so every nvcc run takes a `sandbox` (tools/sandbox.py): it sees the
+toolkit, the host compiler and system headers, the folders it is given read-only and its output folder,
+with stdin empty, no network, an emptied environment and resource limits. `sandbox=None` is the
+--unsafe-no-sandbox path: nvcc runs as a plain child with the same emptied environment.
 """
 
 from __future__ import annotations
@@ -24,10 +31,13 @@ from pydantic import BaseModel
 
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import write_atomically
+from kernelblaster.tools.sandbox import ResourceLimits, Sandbox, SandboxView, memory_share, prepare
 
 NVCC_ENV_VAR = "KERNELBLASTER_NVCC"
 COMPILE_TIMEOUT_S = 300.0
 LINK_TIMEOUT_S = 120.0
+# Backstops against sources that make the toolchain write or hold huge files (`.incbin` in a loop).
+COMPILE_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share())
 
 # The candidate's workspace allocations are routed through the driver's poisoning wrappers
 # (harness/driver/kb_driver.cu); only the candidate's undefined references are redirected by --wrap.
@@ -83,6 +93,9 @@ class CompileResult(BaseModel):
     cached: bool = False
     timed_out: bool = False
     output: Path | None
+    # Every file the preprocessor read, from nvcc -MD: relative to the source's folder when inside it (so a
+    # cached result holds for the same source in another folder), else absolute.
+    dependencies: list[str] = []
 
     @property
     def errors(self) -> list[CompilerMessage]:
@@ -131,60 +144,91 @@ def compile_object(
     include_dirs: list[Path],
     extra_flags: Sequence[str] = (),
     cache_dir: Path | None,
+    sandbox: Sandbox | None,
     timeout_s: float = COMPILE_TIMEOUT_S,
 ) -> CompileResult:
     """`nvcc -c` one source; a cache hit (same source, local headers, flags and nvcc) copies the object.
 
     nvcc runs in the source's folder on its bare name, so messages say `candidate.cu(12)` whatever the
-    work directory, and a cached log reads the same as a fresh one.
+    work directory, and a cached log reads the same as a fresh one. Objects are position-independent: they
+    end up in the shared library the driver's launcher loads.
     """
     nvcc = find_nvcc()
-    flags = ["-c", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v", *arch_flags(arch), *extra_flags]
+    flags = ["-c", "-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Xptxas", "-v", *arch_flags(arch),
+             *extra_flags]
     includes = [f"-I{Path(d).resolve()}" for d in include_dirs]
     cache_key = _cache_key(source, include_dirs, flags, nvcc_version(nvcc))
     if cache_dir is not None:
         hit = _load_cached(cache_dir, cache_key, output)
         if hit is not None:
             return hit
-    command = [str(nvcc), *flags, *includes, source.name]
-    result = _run_nvcc(command, output.resolve(), arch=arch, timeout_s=timeout_s, cwd=source.parent)
+    output = output.resolve()
+    dependency_file = output.with_name(f".{output.name}.{os.getpid()}.d")
+    command = [str(nvcc), *flags, *includes, "-MD", "-MF", str(dependency_file), source.name]
+    view = SandboxView(read_only=(source.parent, *include_dirs))
+    result = _run_nvcc(command, output, arch=arch, timeout_s=timeout_s, cwd=source.parent.resolve(),
+                       sandbox=sandbox, view=view)
+    result.dependencies = _read_dependencies(dependency_file, source.parent.resolve())
     if cache_dir is not None and result.ok:
         _store_cached(cache_dir, cache_key, result)
     return result
 
 
-def link_executable(
-    objects: list[Path], output: Path, *, arch: str, libraries: list[str], timeout_s: float = LINK_TIMEOUT_S
+def link_shared_library(
+    objects: list[Path], output: Path, *, arch: str, libraries: list[str], sandbox: Sandbox | None,
+    timeout_s: float = LINK_TIMEOUT_S,
 ) -> CompileResult:
-    """Link the driver and candidate objects, routing the candidate's allocations through the driver."""
+    """Link the driver and candidate objects into one shared library, routing the candidate's allocations
+    through the driver. A shared library has no `.preinit_array`: its load-time code runs only when the
+    launcher loads it, after the launcher has confined the process."""
     for library in libraries:
         if not re.fullmatch(r"[A-Za-z0-9_+.-]+", library):
             raise UserFacingError(f"bad library name {library!r}")
     wrap_flags = [flag for name in WRAPPED_ALLOCATORS for flag in ("-Xlinker", f"--wrap={name}")]
     command = [
         str(find_nvcc()),
+        "-shared",
+        "-Xlinker",
+        "--no-undefined",  # a missing symbol is a link error here, not a failure when the launcher loads it
         *arch_flags(arch),
         *(str(o) for o in objects),
         *wrap_flags,
         *(f"-l{library}" for library in libraries),
     ]
-    return _run_nvcc(command, output, arch=arch, timeout_s=timeout_s, cwd=None)
+    view = SandboxView(read_only=tuple(o.parent for o in objects))
+    return _run_nvcc(command, output.resolve(), arch=arch, timeout_s=timeout_s, cwd=None, sandbox=sandbox, view=view)
 
 
-def _run_nvcc(command: list[str], output: Path, *, arch: str, timeout_s: float, cwd: Path | None) -> CompileResult:
+def compile_host_program(source: Path, output: Path, *, sandbox: Sandbox | None,
+                         timeout_s: float = COMPILE_TIMEOUT_S) -> CompileResult:
+    """A C program for this machine, built with the host compiler nvcc uses (no CUDA runtime linked)."""
+    command = [str(find_nvcc()), "-O2", "-cudart", "none", str(source.resolve())]
+    view = SandboxView(read_only=(source.parent,))
+    return _run_nvcc(command, output.resolve(), arch="", timeout_s=timeout_s, cwd=None, sandbox=sandbox, view=view)
+
+
+def _run_nvcc(command: list[str], output: Path, *, arch: str, timeout_s: float, cwd: Path | None,
+              sandbox: Sandbox | None, view: SandboxView) -> CompileResult:
     """Run `command -o output` via a temporary name, so concurrent builds never see half a file."""
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
     reported_command = [*command, "-o", str(output)]
+    argv = [*command, "-o", str(partial)]
+    if sandbox is not None:
+        argv = [*COMPILE_LIMITS.prlimit_prefix(), *argv]
+    launch = prepare(argv, view + SandboxView(read_only=toolchain_paths(), writable=(output.parent,)), sandbox,
+                     cwd=cwd)
     started = time.perf_counter()
     # nvcc runs cudafe++, cicc, ptxas and the host compiler as children: its own process group lets a
-    # timeout end all of them, not just nvcc.
+    # timeout end all of them, not just nvcc (in a sandbox, ending bwrap ends everything inside).
     process = subprocess.Popen(
-        [*command, "-o", str(partial)],
+        launch.argv,
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        cwd=cwd,
+        env=launch.env,
+        cwd=launch.cwd,
         start_new_session=True,
     )
     try:
@@ -211,6 +255,47 @@ def _run_nvcc(command: list[str], output: Path, *, arch: str, timeout_s: float, 
         timed_out=timed_out,
         output=output if ok else None,
     )
+
+
+def toolchain_paths() -> tuple[Path, ...]:
+    """What nvcc needs to see besides the system's programs and libraries: itself and the toolkit."""
+    nvcc = find_nvcc()
+    return (nvcc, toolkit_root(nvcc))
+
+
+@cache
+def toolkit_root(nvcc: Path) -> Path:
+    """The CUDA toolkit nvcc belongs to (its TOP, which also holds cicc, ptxas and the CUDA headers)."""
+    dry_run = subprocess.run([str(nvcc), "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
+                             capture_output=True, text=True, check=False)
+    match = re.search(r"^#\$ TOP=(.+)$", dry_run.stdout + dry_run.stderr, re.MULTILINE)
+    return Path(match[1]).resolve() if match else nvcc.resolve().parent.parent
+
+
+@cache
+def host_include_dirs() -> tuple[Path, ...]:
+    """The host C++ compiler's system include folders (where `#include <cstdio>` is found)."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        return ()
+    listing = subprocess.run([compiler, "-x", "c++", "-E", "-v", os.devnull], capture_output=True, text=True,
+                             check=False).stderr
+    block = listing.partition("#include <...> search starts here:")[2].partition("End of search list.")[0]
+    return tuple(Path(line.strip()).resolve() for line in block.splitlines() if line.strip())
+
+
+def _read_dependencies(dependency_file: Path, cwd: Path) -> list[str]:
+    """The files a make-style dependency list names, normalised (see `CompileResult.dependencies`); the list
+    file is removed."""
+    try:
+        text = dependency_file.read_text()
+    except OSError:
+        return []
+    dependency_file.unlink(missing_ok=True)
+    rule = text.replace("\\\n", " ").partition(":")[2]
+    names = [name.replace("\\ ", " ") for name in re.findall(r"(?:\\ |\S)+", rule)]
+    paths = [Path(os.path.normpath(cwd / name)) for name in names]
+    return list(dict.fromkeys(str(p.relative_to(cwd)) if p.is_relative_to(cwd) else str(p) for p in paths))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -362,7 +447,7 @@ def _load_cached(cache_dir: Path, key: str, output: Path) -> CompileResult | Non
         return None
     write_atomically(output, cached_object.read_bytes())
     result = CompileResult.model_validate_json(cached_result.read_text())
-    command = [*result.command[:-1], str(output)]
+    command = [*result.command[:-1], str(output.resolve())]
     return result.model_copy(update={"cached": True, "duration_s": 0.0, "output": output, "command": command})
 
 

@@ -1,9 +1,12 @@
-"""Undefined-symbol check of a compiled candidate object (`nm -u -C`), with the catalogue it enforces.
+"""Symbol check of a compiled candidate object (`nm -C`), with the catalogue it enforces.
 
-The catalogue lists the API families candidates may not use (files, processes, environment, threads,
-dynamic loading, IPC, profiler control, device control, managed memory, a changed default stream) and the
-libraries a run may allow. The object check catches uses that a macro hides from the source check
-(harness/static_check.py applies the same catalogue to the source text).
+The catalogue lists the API families candidates may not use (files, processes and signals, raw system
+calls, environment, threads, dynamic loading and symbol lookup, IPC, profiler control, device control,
+host callbacks, managed memory, a changed default stream) and the libraries a run may allow. The object
+check catches uses that a macro hides from the source check (harness/static_check.py applies the same
+catalogue to the source text): the functions the object needs from elsewhere, weak
+references included (`nm` prints them `w`/`v`), also under glibc's internal aliases (`__libc_system`,
+`_IO_popen`, `__open64_2`), and, for header-only libraries, the symbols the object defines.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class Library:
     name: str
     display_name: str
     include_pattern: str  # regex matched against the path inside #include <...>
-    symbol_pattern: str | None  # regex matched against undefined symbols; None for header-only libraries
+    symbol_pattern: str  # regex searched in every demangled symbol (defined ones give header-only libraries away)
     link_names: tuple[str, ...]  # -l names when allowed
     header: str  # the header a program using it includes (to check that it is installed)
 
@@ -58,8 +61,8 @@ FORBIDDEN_APIS: tuple[ForbiddenApi, ...] = (
             "truncate ftruncate mkstemp tmpfile scanf getchar gets"
         ),
         object_only_functions=_words(
-            "open openat read write pread pwrite readv writev close dup dup2 dup3 remove "
-            "rename fcntl ioctl lseek syscall"
+            "open openat openat2 read write pread pwrite readv writev close dup dup2 dup3 remove "
+            "rename fcntl ioctl lseek"
         ),
         headers=("fstream", "filesystem"),
         source_patterns=(
@@ -80,10 +83,16 @@ FORBIDDEN_APIS: tuple[ForbiddenApi, ...] = (
         rule="process",
         message="start or signal processes",
         functions=_words(
-            "system popen fork vfork execl execle execlp execv execve execvp execvpe fexecve posix_spawn posix_spawnp"
+            "system popen fork vfork execl execle execlp execv execve execveat execvp execvpe fexecve posix_spawn "
+            "posix_spawnp memfd_create killpg sigqueue pidfd_open pidfd_send_signal proc_open"
         ),
-        object_only_functions=_words("kill waitpid clone ptrace prctl"),
+        object_only_functions=_words("kill tgkill tkill waitpid clone clone3 ptrace prctl"),
         headers=("spawn.h", "sys/wait.h"),
+    ),
+    ForbiddenApi(
+        rule="system_call",
+        message="make system calls directly (syscall(), or the syscall/svc instruction)",
+        functions=("syscall",),
     ),
     ForbiddenApi(
         rule="environment",
@@ -104,9 +113,12 @@ FORBIDDEN_APIS: tuple[ForbiddenApi, ...] = (
         rule="dynamic_loading",
         message="load code or look up functions at run time",
         functions=_words(
-            "dlopen dlmopen dlsym dlvsym cudaGetDriverEntryPoint cudaGetDriverEntryPointByVersion cuGetProcAddress"
+            "dlopen dlmopen dlsym dlvsym dladdr dlinfo dl_iterate_phdr getauxval cudaGetDriverEntryPoint "
+            "cudaGetDriverEntryPointByVersion cuGetProcAddress"
         ),
-        headers=("dlfcn.h",),
+        headers=("dlfcn.h", "link.h", "elf.h", "sys/auxv.h"),
+        source_patterns=(r"\b_r_debug\b", r"\b_DYNAMIC\b", r"\blink_map\b", r"\bElfW\s*\(", r"\bElf(?:32|64)_\w+"),
+        symbol_patterns=(r"^_r_debug$", r"^_DYNAMIC$"),
     ),
     ForbiddenApi(
         rule="ipc",
@@ -134,6 +146,16 @@ FORBIDDEN_APIS: tuple[ForbiddenApi, ...] = (
         symbol_patterns=(r"^cuCtx(?:Create|Destroy)_v\d+$",),
     ),
     ForbiddenApi(
+        rule="host_callbacks",
+        message="run host code from the GPU's work queue (host functions, stream callbacks, host graph nodes)",
+        functions=_words(
+            "cudaLaunchHostFunc cudaStreamAddCallback cudaGraphAddHostNode cudaGraphHostNodeSetParams "
+            "cudaGraphExecHostNodeSetParams cuLaunchHostFunc cuStreamAddCallback cuGraphAddHostNode "
+            "cuGraphHostNodeSetParams cuGraphExecHostNodeSetParams"
+        ),
+        source_patterns=(r"\bcudaGraphNodeTypeHost\b", r"\bCU_GRAPH_NODE_TYPE_HOST\b", r"\bcudaHostNodeParams\b"),
+    ),
+    ForbiddenApi(
         rule="managed_memory",
         message="use managed (unified) memory; allocate workspace with cudaMalloc or cudaMallocAsync",
         functions=_words("cudaMallocManaged cuMemAllocManaged"),
@@ -152,7 +174,7 @@ FORBIDDEN_APIS: tuple[ForbiddenApi, ...] = (
 LIBRARIES: tuple[Library, ...] = (
     Library("cublas", "cuBLAS", r"^cublas\w*\.h$", r"^cublas", ("cublas", "cublasLt"), "cublas_v2.h"),
     Library("cudnn", "cuDNN", r"^cudnn\w*\.h$", r"^cudnn", ("cudnn",), "cudnn.h"),
-    Library("cutlass", "CUTLASS/CuTe", r"^(?:cutlass|cute)/", None, (), "cutlass/cutlass.h"),
+    Library("cutlass", "CUTLASS/CuTe", r"^(?:cutlass|cute)/", r"\b(?:cutlass|cute)::", (), "cutlass/cutlass.h"),
     Library("cufft", "cuFFT", r"^cufft\w*\.h$", r"^cufft", ("cufft",), "cufft.h"),
     Library("curand", "cuRAND host API", r"^curand\.h$", r"^curand(?!_)", ("curand",), "curand.h"),
     Library("cusparse", "cuSPARSE", r"^cusparse\w*\.h$", r"^cusparse", ("cusparse",), "cusparse.h"),
@@ -182,21 +204,44 @@ class SymbolViolation(BaseModel):
     message: str
 
 
-def undefined_symbols(object_path: Path) -> list[str]:
-    """Demangled names the object needs from elsewhere (`nm -u -C`)."""
+def object_symbols(object_path: Path) -> list[tuple[str, str]]:
+    """(nm type letter, demangled name) of every symbol in the object (`nm -C`)."""
     nm = shutil.which("nm")
     if nm is None:
         raise UserFacingError("nm not found: install binutils (it checks what a compiled candidate calls)")
-    completed = subprocess.run([nm, "-u", "-C", str(object_path)], capture_output=True, text=True, check=False)
+    completed = subprocess.run([nm, "-C", str(object_path)], capture_output=True, text=True, check=False)
     if completed.returncode != 0:
         raise UserFacingError(f"nm could not read {object_path}: {completed.stderr.strip()}")
-    # Lines read "                 U name"; demangled C++ names contain spaces, so split once.
-    return [line.split(maxsplit=1)[1] for line in completed.stdout.splitlines() if line.strip().startswith("U ")]
+    # Lines read "<value or blanks> T name"; demangled C++ names contain spaces, so split after the type.
+    symbols = []
+    for line in completed.stdout.splitlines():
+        match = re.match(r"^(?:[0-9a-fA-F]+| *) (?P<type>\S) (?P<name>.+)$", line)
+        if match:
+            symbols.append((match["type"], match["name"]))
+    return symbols
+
+
+def undefined_symbols(object_path: Path) -> list[str]:
+    """Demangled names the object needs from elsewhere, weak references (`w`, `v`) included."""
+    return [name for kind, name in object_symbols(object_path) if kind in _UNDEFINED]
+
+
+_UNDEFINED = frozenset("Uwv")
 
 
 def check_object_symbols(object_path: Path, allow: frozenset[str]) -> list[SymbolViolation]:
-    """Violations in what a compiled candidate object calls."""
-    return find_symbol_violations(undefined_symbols(object_path), allow)
+    """Violations in what a compiled candidate object calls, and library code it was built from."""
+    symbols = object_symbols(object_path)
+    needed = [name for kind, name in symbols if kind in _UNDEFINED]
+    defined = [name for kind, name in symbols if kind not in _UNDEFINED]
+    violations = find_symbol_violations(needed, allow)
+    seen = {v.rule for v in violations}
+    for name in defined:
+        violation = _library_violation(name, allow)
+        if violation is not None and violation.rule not in seen:
+            seen.add(violation.rule)
+            violations.append(violation)
+    return violations
 
 
 def find_symbol_violations(symbols: Iterable[str], allow: frozenset[str]) -> list[SymbolViolation]:
@@ -221,7 +266,7 @@ def _api_violation(symbol: str) -> SymbolViolation | None:
 
 def _library_violation(symbol: str, allow: frozenset[str]) -> SymbolViolation | None:
     for library in LIBRARIES:
-        if library.name in allow or library.symbol_pattern is None:
+        if library.name in allow:
             continue
         if re.search(library.symbol_pattern, symbol):
             return SymbolViolation(
@@ -234,11 +279,13 @@ def _library_violation(symbol: str, allow: frozenset[str]) -> SymbolViolation | 
 
 
 def _plain_function_name(symbol: str) -> str:
-    """The C function behind glibc's fortified and large-file variants (`__open64_2` -> `open`)."""
+    """The C function behind glibc's fortified, large-file, cancellation-free and internal variants
+    (`__open64_2` -> `open`, `__libc_system` -> `system`, `_IO_popen` -> `popen`)."""
     name = symbol.split("@", 1)[0]
     fortified = re.fullmatch(r"__(\w+?)_(?:chk|2)", name)
     if fortified:
         name = fortified[1]
+    name = re.sub(r"^(?:__libc_|_IO_|_+)", "", name).removesuffix("_nocancel")
     return name.removesuffix("64") if name.endswith("64") and name[:-2] else name
 
 

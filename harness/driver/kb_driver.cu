@@ -1,20 +1,26 @@
 // KernelBlaster test driver: runs one candidate's kb_forward in its own process, on buffers the trusted
 // Python harness owns and shares through CUDA IPC, and answers a one-line JSON protocol.
 //
-// Compiled once per GPU arch to driver.o and linked with each candidate object. A crash, hang or sticky
-// CUDA error in the candidate kills only this process. The reference output never enters it.
+// Compiled once per GPU arch to driver.o and linked with each candidate object into one shared library,
+// which the launcher (kb_launcher.c) loads after it has confined the process; the launcher then calls
+// kb_driver_main with the protocol's file descriptor. A crash, hang or sticky CUDA error in the candidate
+// kills only this process. The reference output never enters it.
 //
-// Protocol (one JSON object per line on stdin, exactly one JSON object per line in reply on the real
-// stdout; every reply has "ok"; errors have "error", "fatal" when the driver exits after the reply, and
-// "rc" when kb_forward returned nonzero):
-//   {"cmd":"setup","device":D,"flush_bytes":N,"sets":[{"inputs":[T..],"params":[T..],"outputs":[T..]}..]}
+// Protocol (one JSON object per line on stdin, exactly one JSON object per line in reply on the protocol
+// fd; every reply has "ok" and echoes the request's "seq"; errors have "error", "fatal" when the driver
+// exits after the reply, and "rc" when kb_forward returned nonzero). Once loaded, before reading any
+// request, the driver announces itself with {"seq":0,"ok":true}; the harness numbers requests from 1.
+//   {"cmd":"setup","seq":S,"device":D,"flush_bytes":N,
+//    "sets":[{"inputs":[T..],"params":[T..],"outputs":[T..]}..]}
 //       T = {"handle":"<128 hex chars>","offset":B,"dtype":KBDtype,"shape":[..],"strides":[..]}
-//   {"cmd":"run","set":i}                                  -> {"ok":true,"rc":0}
-//   {"cmd":"time","warmup":W,"iters":N,"sets":[..],"flush":true,"poison":true}
-//                                   -> {"ok":true,"event_ms":[..],"incomplete_calls":k,"policy_windows":m}
-//   {"cmd":"profile","warmup":W,"set":i}                   -> {"ok":true}
-//   {"cmd":"exit"}                                         -> {"ok":true}, then exit status 0
-// A CUDA error exits with status 3 after the reply (sticky errors leave the context unusable).
+//   {"cmd":"run","seq":S,"set":i}                          -> {"seq":S,"ok":true,"rc":0}
+//   {"cmd":"time","seq":S,"warmup":W,"iters":N,"sets":[..],"flush":true,"poison":true}
+//                    -> {"seq":S,"ok":true,"event_ms":[..],"incomplete_calls":k,"policy_windows":m}
+//   {"cmd":"profile","seq":S,"warmup":W,"set":i}           -> {"seq":S,"ok":true}
+//   {"cmd":"exit","seq":S}                                 -> {"seq":S,"ok":true}, then exit status 0
+// A CUDA error exits with status 3 after the reply (sticky errors leave the context unusable). The
+// sequence numbers let the harness tell the driver's replies from lines a hostile candidate writes into
+// the protocol; what a candidate could still fake is cross-checked by the harness (driver_process.py).
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <unistd.h>
@@ -494,8 +500,11 @@ static void teardown(Session& s) {
 
 static FILE* g_protocol = nullptr;
 
-static void send(const std::string& reply) {
-  std::fputs(reply.c_str(), g_protocol);
+// Every reply carries the sequence number of its request (-1: the request had none, or did not parse).
+static void send(int64_t seq, const std::string& reply) {
+  std::string framed = reply;
+  if (seq >= 0) framed.insert(1, "\"seq\":" + std::to_string(seq) + ",");
+  std::fputs(framed.c_str(), g_protocol);
   std::fputc('\n', g_protocol);
   std::fflush(g_protocol);
 }
@@ -509,9 +518,7 @@ static std::string error_reply(const std::string& message, bool fatal, const int
 }
 
 // Returns the reply; sets `exit_requested` for {"cmd":"exit"}.
-static std::string handle_request(Session& s, const std::string& line, bool& exit_requested) {
-  Value req = kbjson::Parser(line).parse_document();
-  if (req.kind != Value::Object) throw RequestError("a request must be a JSON object");
+static std::string handle_request(Session& s, const Value& req, bool& exit_requested) {
   const std::string& cmd = field(req, "cmd", Value::String, "a string").text;
   if (cmd == "setup") return handle_setup(s, req);
   if (cmd == "run") return handle_run(s, req);
@@ -525,36 +532,44 @@ static std::string handle_request(Session& s, const std::string& line, bool& exi
   throw RequestError("unknown cmd '" + cmd + "' (expected setup, run, time, profile or exit)");
 }
 
-// Replies go to a private copy of the real stdout; fd 1 becomes stderr, so whatever the candidate prints
-// (printf, std::cout, device printf) can never corrupt the protocol. This runs as a priority-101
-// constructor, before any default-priority static initialiser of the candidate can print.
-__attribute__((constructor(101))) static void take_stdout_for_protocol() {
-  int protocol_fd = dup(STDOUT_FILENO);
-  if (protocol_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
-    std::perror("kb_driver: redirecting stdout");
-    _exit(2);
-  }
-  g_protocol = fdopen(protocol_fd, "w");
+// The request as a JSON object and its sequence number; a request that does not parse is answered
+// without one.
+static Value parse_request(const std::string& line, int64_t& seq) {
+  seq = -1;
+  Value req = kbjson::Parser(line).parse_document();
+  if (req.kind != Value::Object) throw RequestError("a request must be a JSON object");
+  seq = int_field(req, "seq", -1, -1);
+  return req;
 }
 
-int main() {
+// Called by the launcher once it has confined the process and pointed fd 1 at stderr, so whatever the
+// candidate prints (printf, std::cout, device printf) goes to stderr; replies go to `protocol_fd`.
+extern "C" __attribute__((visibility("default"))) int kb_driver_main(int protocol_fd) {
+  g_protocol = fdopen(protocol_fd, "w");
+  if (g_protocol == nullptr) {
+    std::perror("kb_driver: opening the protocol channel");
+    return 2;
+  }
+  send(0, "{\"ok\":true}");
   Session session;
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     bool exit_requested = false;
+    int64_t seq = -1;
     try {
-      send(handle_request(session, line, exit_requested));
+      Value req = parse_request(line, seq);
+      send(seq, handle_request(session, req, exit_requested));
       if (exit_requested) return 0;
     } catch (const CudaFailure& e) {
-      send(error_reply(e.what(), true, nullptr));
+      send(seq, error_reply(e.what(), true, nullptr));
       std::fflush(stdout);
       // _exit: with a broken context, cudart's exit-time teardown can itself fail or hang.
       _exit(kExitCudaError);
     } catch (const CandidateFailed& e) {
-      send(error_reply(e.what(), false, &e.rc));
+      send(seq, error_reply(e.what(), false, &e.rc));
     } catch (const std::exception& e) {
-      send(error_reply(e.what(), false, nullptr));
+      send(seq, error_reply(e.what(), false, nullptr));
     }
   }
   teardown(session);

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernelblaster.harness.build import BuildResult, build_candidate, driver_object
+from kernelblaster.tools.sandbox import Sandbox
 from kernelblaster.tools.symbols import find_symbol_violations, link_libraries, undefined_symbols
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"
@@ -23,35 +24,48 @@ def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.getbasetemp() / "kb_build_cache"
 
 
-def build(name: str, workdir: Path, cache_dir: Path, allow: frozenset[str] = frozenset()) -> BuildResult:
+def build(name: str, workdir: Path, cache_dir: Path, sandbox: Sandbox,
+          allow: frozenset[str] = frozenset()) -> BuildResult:
     source = (FIXTURES / f"{name}.cu").read_text()
-    return build_candidate(source, HEADER, workdir, arch=ARCH, allow=allow, cache_dir=cache_dir)
+    return build_candidate(source, HEADER, workdir, arch=ARCH, allow=allow, cache_dir=cache_dir, sandbox=sandbox)
 
 
 @pytest.fixture(scope="module")
-def scale_ok(tmp_path_factory: pytest.TempPathFactory, build_cache: Path) -> BuildResult:
-    return build("scale_ok", tmp_path_factory.mktemp("scale_ok"), build_cache)
+def scale_ok(tmp_path_factory: pytest.TempPathFactory, build_cache: Path, sandbox: Sandbox) -> BuildResult:
+    return build("scale_ok", tmp_path_factory.mktemp("scale_ok"), build_cache, sandbox)
 
 
-def calls_in_function(executable: Path, function: str) -> list[str]:
-    """Names of the functions `function` calls directly, from the disassembly of the linked executable."""
+def library(built: BuildResult) -> Path:
+    assert built.program is not None
+    return built.program.library
+
+
+def calls_in_function(linked: Path, function: str) -> list[str]:
+    """Names of the functions `function` calls directly, from the disassembly of the linked library."""
     disassembly = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", str(executable)], capture_output=True, text=True, check=True
+        ["objdump", "-d", "--no-show-raw-insn", str(linked)], capture_output=True, text=True, check=True
     ).stdout
     body = disassembly.split(f"<{function}>:\n", 1)[1].split("\n\n", 1)[0]
     return re.findall(r"\bcall\s+\S+\s+<([^>@+]+)", body)
 
 
-def test_a_correct_candidate_builds_an_executable(scale_ok: BuildResult) -> None:
+def test_a_correct_candidate_builds_a_driver_library_and_its_launcher(scale_ok: BuildResult) -> None:
     assert scale_ok.stage == "ok"
     assert scale_ok.violations == []
-    assert scale_ok.executable is not None and os.access(scale_ok.executable, os.X_OK)
+    assert scale_ok.program is not None and scale_ok.program.library.name == "candidate.so"
+    assert os.access(scale_ok.program.launcher, os.X_OK)
+
+
+def test_the_driver_library_exports_the_entry_the_launcher_calls(scale_ok: BuildResult) -> None:
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(library(scale_ok))], capture_output=True, text=True,
+                              check=True).stdout
+    assert re.search(r" T kb_driver_main$", exported, re.MULTILINE)
 
 
 def test_the_source_and_header_are_written_into_the_work_directory(scale_ok: BuildResult) -> None:
     assert scale_ok.source_path.read_text() == (FIXTURES / "scale_ok.cu").read_text()
     assert scale_ok.header_path.read_text() == HEADER
-    assert scale_ok.executable is not None and scale_ok.executable.parent == scale_ok.source_path.parent
+    assert library(scale_ok).parent == scale_ok.source_path.parent
 
 
 def test_the_build_reports_kernel_resources(scale_ok: BuildResult) -> None:
@@ -67,58 +81,62 @@ def test_the_candidate_object_refers_to_the_plain_c_allocators(scale_ok: BuildRe
 
 
 def test_the_linked_candidate_allocates_through_the_driver_poisoning_wrappers(scale_ok: BuildResult) -> None:
-    assert scale_ok.executable is not None
-    calls = calls_in_function(scale_ok.executable, "kb_forward")
+    calls = calls_in_function(library(scale_ok), "kb_forward")
     assert "__wrap_cudaMalloc" in calls and "__wrap_cudaMallocAsync" in calls
     assert "cudaMalloc" not in calls and "cudaMallocAsync" not in calls
 
 
 def test_the_poisoning_wrapper_reaches_the_real_allocator(scale_ok: BuildResult) -> None:
-    assert scale_ok.executable is not None
-    assert "cudaMalloc" in calls_in_function(scale_ok.executable, "__wrap_cudaMalloc")
+    assert "cudaMalloc" in calls_in_function(library(scale_ok), "__wrap_cudaMalloc")
 
 
-def test_a_second_build_in_a_new_directory_reuses_the_compiled_object(tmp_path: Path, build_cache: Path) -> None:
-    build("scale_ok", tmp_path / "first", build_cache)
-    again = build("scale_ok", tmp_path / "second", build_cache)
+def test_a_second_build_in_a_new_directory_reuses_the_compiled_object(tmp_path: Path, build_cache: Path,
+        sandbox: Sandbox) -> None:
+    build("scale_ok", tmp_path / "first", build_cache, sandbox)
+    again = build("scale_ok", tmp_path / "second", build_cache, sandbox)
     assert again.stage == "ok" and again.cached
 
 
-def test_the_driver_object_is_compiled_once_per_arch(build_cache: Path) -> None:
-    driver_object(ARCH, build_cache)
-    assert driver_object(ARCH, build_cache).cached
+def test_the_driver_object_is_compiled_once_per_arch(build_cache: Path, sandbox: Sandbox) -> None:
+    driver_object(ARCH, build_cache, sandbox)
+    assert driver_object(ARCH, build_cache, sandbox).cached
 
 
-def test_a_compile_error_stops_the_build_with_the_compiler_messages(tmp_path: Path, build_cache: Path) -> None:
-    result = build("compile_error", tmp_path, build_cache)
+def test_a_compile_error_stops_the_build_with_the_compiler_messages(tmp_path: Path, build_cache: Path,
+        sandbox: Sandbox) -> None:
+    result = build("compile_error", tmp_path, build_cache, sandbox)
     assert result.stage == "compile_error"
     assert [(m.file, m.line) for m in result.messages if m.severity == "error"] == [
         ("candidate.cu", 6),
         ("candidate.cu", 7),
     ]
-    assert result.link is None and result.executable is None
+    assert result.link is None and result.program is None
 
 
-def test_a_static_violation_stops_the_build_before_compiling(tmp_path: Path, build_cache: Path) -> None:
+def test_a_static_violation_stops_the_build_before_compiling(tmp_path: Path, build_cache: Path,
+        sandbox: Sandbox) -> None:
     source = '#include "kb_problem.h"\n#include <torch/extension.h>\n' + (FIXTURES / "scale_ok.cu").read_text()
-    result = build_candidate(source, HEADER, tmp_path, arch=ARCH, allow=frozenset(), cache_dir=build_cache)
+    result = build_candidate(source, HEADER, tmp_path, arch=ARCH, allow=frozenset(), cache_dir=build_cache,
+                             sandbox=sandbox)
     assert result.stage == "static_violation"
     assert [v.rule for v in result.violations] == ["pytorch_include"]
     assert result.compile is None
 
 
-def test_calls_hidden_by_macros_are_caught_in_the_compiled_object(tmp_path: Path, build_cache: Path) -> None:
-    result = build("hidden_fopen_getenv", tmp_path, build_cache)
+def test_calls_hidden_by_macros_are_caught_in_the_compiled_object(tmp_path: Path, build_cache: Path,
+        sandbox: Sandbox) -> None:
+    result = build("hidden_fopen_getenv", tmp_path, build_cache, sandbox)
     assert result.stage == "static_violation"
     assert {(v.rule, v.text) for v in result.violations} == {("file_io", "fopen"), ("environment", "getenv")}
     assert result.compile is not None and result.link is None
 
 
-def test_an_unresolved_symbol_is_a_link_error_naming_it(tmp_path: Path, build_cache: Path) -> None:
-    result = build("undefined_helper", tmp_path, build_cache)
+def test_an_unresolved_symbol_is_a_link_error_naming_it(tmp_path: Path, build_cache: Path,
+        sandbox: Sandbox) -> None:
+    result = build("undefined_helper", tmp_path, build_cache, sandbox)
     assert result.stage == "link_error"
     assert any("helper_defined_nowhere" in m.text for m in result.messages if m.severity == "error")
-    assert result.executable is None
+    assert result.program is None
 
 
 def test_library_symbols_are_violations_unless_the_library_is_allowed() -> None:

@@ -9,31 +9,34 @@ import pytest
 
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.nvcc import CompileResult, arch_flags, compile_object, find_nvcc, parse_messages
+from kernelblaster.tools.sandbox import Sandbox
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"
 DRIVER_DIR = Path(__file__).resolve().parents[2] / "harness" / "driver"
 
 
-def compile_fixture(name: str, out_dir: Path, cache_dir: Path | None = None, **options: object) -> CompileResult:
+def compile_fixture(name: str, out_dir: Path, sandbox: Sandbox, cache_dir: Path | None = None,
+                    **options: object) -> CompileResult:
     return compile_object(
         FIXTURES / f"{name}.cu",
         out_dir / f"{name}.o",
         arch="sm_90",
         include_dirs=[FIXTURES, DRIVER_DIR],
         cache_dir=cache_dir,
+        sandbox=sandbox,
         **options,  # type: ignore[arg-type]
     )
 
 
-def test_a_correct_candidate_compiles_to_an_object(tmp_path: Path) -> None:
-    result = compile_fixture("scale_ok", tmp_path)
+def test_a_correct_candidate_compiles_to_an_object(tmp_path: Path, sandbox: Sandbox) -> None:
+    result = compile_fixture("scale_ok", tmp_path, sandbox)
     assert result.ok and not result.cached and not result.timed_out
     assert result.output == tmp_path / "scale_ok.o" and result.output.stat().st_size > 0
     assert result.errors == []
 
 
-def test_ptxas_usage_is_reported_per_kernel_with_a_demangled_name(tmp_path: Path) -> None:
-    [kernel] = compile_fixture("scale_ok", tmp_path).kernels
+def test_ptxas_usage_is_reported_per_kernel_with_a_demangled_name(tmp_path: Path, sandbox: Sandbox) -> None:
+    [kernel] = compile_fixture("scale_ok", tmp_path, sandbox).kernels
     assert kernel.name == "scale_kernel(float const*, float*, float*, long)"
     assert kernel.mangled_name.startswith("_Z12scale_kernel")
     assert kernel.arch == "sm_90a"
@@ -42,16 +45,16 @@ def test_ptxas_usage_is_reported_per_kernel_with_a_demangled_name(tmp_path: Path
     assert (kernel.spill_store_bytes, kernel.spill_load_bytes) == (0, 0)
 
 
-def test_ptxas_spills_and_stack_frame_are_parsed_from_a_real_compile(tmp_path: Path) -> None:
-    [kernel] = compile_fixture("register_spills", tmp_path).kernels
+def test_ptxas_spills_and_stack_frame_are_parsed_from_a_real_compile(tmp_path: Path, sandbox: Sandbox) -> None:
+    [kernel] = compile_fixture("register_spills", tmp_path, sandbox).kernels
     assert kernel.registers <= 32  # __launch_bounds__(1024, 2)
     assert kernel.spill_store_bytes > 0 and kernel.spill_load_bytes > 0
     assert kernel.stack_frame_bytes > 0
     assert kernel.shared_memory_bytes == 4096  # float staging[1024]
 
 
-def test_a_compile_error_is_returned_with_file_and_line_messages(tmp_path: Path) -> None:
-    result = compile_fixture("compile_error", tmp_path)
+def test_a_compile_error_is_returned_with_file_and_line_messages(tmp_path: Path, sandbox: Sandbox) -> None:
+    result = compile_fixture("compile_error", tmp_path, sandbox)
     assert not result.ok and result.output is None
     assert [(m.file, m.line, m.severity) for m in result.errors] == [
         ("compile_error.cu", 6, "error"),
@@ -62,32 +65,33 @@ def test_a_compile_error_is_returned_with_file_and_line_messages(tmp_path: Path)
     assert not (tmp_path / "compile_error.o").exists()
 
 
-def test_a_second_compile_of_the_same_source_elsewhere_is_a_cache_hit(tmp_path: Path) -> None:
-    first = compile_fixture("scale_ok", tmp_path / "a", cache_dir=tmp_path / "cache")
-    second = compile_fixture("scale_ok", tmp_path / "b", cache_dir=tmp_path / "cache")
+def test_a_second_compile_of_the_same_source_elsewhere_is_a_cache_hit(tmp_path: Path, sandbox: Sandbox) -> None:
+    first = compile_fixture("scale_ok", tmp_path / "a", sandbox, cache_dir=tmp_path / "cache")
+    second = compile_fixture("scale_ok", tmp_path / "b", sandbox, cache_dir=tmp_path / "cache")
     assert not first.cached and second.cached
     assert second.output is not None and second.output.read_bytes() == (tmp_path / "a" / "scale_ok.o").read_bytes()
     assert second.kernels == first.kernels
 
 
-def test_a_changed_header_misses_the_cache(tmp_path: Path) -> None:
+def test_a_changed_header_misses_the_cache(tmp_path: Path, sandbox: Sandbox) -> None:
     work = tmp_path / "work"
     shutil.copytree(FIXTURES, work)
-    options = {"arch": "sm_90", "include_dirs": [work, DRIVER_DIR], "cache_dir": tmp_path / "cache"}
+    options = {"arch": "sm_90", "include_dirs": [work, DRIVER_DIR], "cache_dir": tmp_path / "cache",
+               "sandbox": sandbox}
     compile_object(work / "scale_ok.cu", work / "first.o", **options)  # type: ignore[arg-type]
     (work / "kb_problem.h").write_text((work / "kb_problem.h").read_text() + "static constexpr int KB_EXTRA = 1;\n")
     second = compile_object(work / "scale_ok.cu", work / "second.o", **options)  # type: ignore[arg-type]
     assert second.ok and not second.cached
 
 
-def test_a_failed_compile_is_not_cached(tmp_path: Path) -> None:
-    compile_fixture("compile_error", tmp_path, cache_dir=tmp_path / "cache")
-    again = compile_fixture("compile_error", tmp_path, cache_dir=tmp_path / "cache")
+def test_a_failed_compile_is_not_cached(tmp_path: Path, sandbox: Sandbox) -> None:
+    compile_fixture("compile_error", tmp_path, sandbox, cache_dir=tmp_path / "cache")
+    again = compile_fixture("compile_error", tmp_path, sandbox, cache_dir=tmp_path / "cache")
     assert not again.cached and not again.ok
 
 
-def test_a_compile_past_its_time_limit_is_reported_not_raised(tmp_path: Path) -> None:
-    result = compile_fixture("scale_ok", tmp_path, timeout_s=0.05)
+def test_a_compile_past_its_time_limit_is_reported_not_raised(tmp_path: Path, sandbox: Sandbox) -> None:
+    result = compile_fixture("scale_ok", tmp_path, sandbox, timeout_s=0.05)
     assert result.timed_out and not result.ok
     assert "nvcc timed out after 0.05 s" in result.log
 

@@ -1,4 +1,4 @@
-"""The real C++ test driver linked with fixture candidates.
+"""The real C++ test driver linked with fixture candidates, started by its launcher in the OS sandbox.
 
 Without a GPU: the protocol's error handling, the stdout redirection, and a clean fatal exit when CUDA is
 unusable. With a GPU (`pytest -m gpu`): IPC buffers, run, time, profile, crashes and workspace poisoning.
@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from kernelblaster.harness.build import build_candidate
-from kernelblaster.tools.driver_process import DriverCrashed, DriverSession, IpcTensor, TensorSet
+from kernelblaster.tools.driver_process import DriverCrashed, DriverProgram, DriverSession, IpcTensor, TensorSet
+from kernelblaster.tools.sandbox import Sandbox, prepare
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"
 HEADER = (FIXTURES / "kb_problem.h").read_text()
@@ -29,67 +30,78 @@ def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def executable(tmp_path: Path, build_cache: Path, request: pytest.FixtureRequest) -> Path:
+def program(tmp_path: Path, build_cache: Path, sandbox: Sandbox, request: pytest.FixtureRequest) -> DriverProgram:
     """The fixture candidate named by the (indirect) parameter, built for this machine's GPU (or sm_90)."""
     name = request.param
     arch = "sm_{}{}".format(*torch.cuda.get_device_capability()) if torch.cuda.is_available() else "sm_90"
     source = (FIXTURES / f"{name}.cu").read_text()
-    built = build_candidate(source, HEADER, tmp_path / name, arch=arch, allow=frozenset(), cache_dir=build_cache)
-    assert built.stage == "ok" and built.executable is not None, built.log
-    return built.executable
+    built = build_candidate(source, HEADER, tmp_path / name, arch=arch, allow=frozenset(), cache_dir=build_cache,
+                            sandbox=sandbox)
+    assert built.stage == "ok" and built.program is not None, built.log
+    return built.program
 
 
-def talk(executable: Path, *requests: str) -> subprocess.CompletedProcess[str]:
-    """Send raw request lines, close stdin, and collect every reply."""
-    return subprocess.run(
-        [str(executable)], input="".join(r + "\n" for r in requests), capture_output=True, text=True, timeout=60
-    )
+def talk(program: DriverProgram, sandbox: Sandbox, *requests: str) -> subprocess.CompletedProcess[str]:
+    """Send raw request lines to the driver in the sandbox, close stdin, and collect every reply."""
+    launch = prepare(program.command(filtered=True), program.view(), sandbox)
+    return subprocess.run(launch.argv, env=launch.env, input="".join(r + "\n" for r in requests),
+                          capture_output=True, text=True, timeout=60)
+
+
+def session(program: DriverProgram, sandbox: Sandbox) -> DriverSession:
+    return DriverSession(program.command(filtered=True), sandbox=sandbox, view=program.view())
 
 
 # ---------------------------------------------------------------------------------------------------
 # Without a GPU
 # ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
-def test_bad_requests_get_error_replies_and_the_driver_keeps_serving(executable: Path) -> None:
-    finished = talk(executable, "not json", '{"cmd":"dance"}', '{"cmd":"run","set":0}', "", '{"cmd":"exit"}')
+@pytest.mark.parametrize("program", ["scale_ok"], indirect=True)
+def test_bad_requests_get_error_replies_and_the_driver_keeps_serving(program: DriverProgram, sandbox: Sandbox) -> None:
+    finished = talk(program, sandbox, "not json", '{"cmd":"dance","seq":1}', '{"cmd":"run","set":0,"seq":2}', "",
+                    '{"cmd":"exit","seq":3}')
     replies = [json.loads(line) for line in finished.stdout.splitlines()]
     assert replies == [
+        {"seq": 0, "ok": True},
         {"ok": False, "error": "malformed JSON at byte 0: expected a value"},
-        {"ok": False, "error": "unknown cmd 'dance' (expected setup, run, time, profile or exit)"},
-        {"ok": False, "error": "send setup first"},
-        {"ok": True},
+        {"seq": 1, "ok": False, "error": "unknown cmd 'dance' (expected setup, run, time, profile or exit)"},
+        {"seq": 2, "ok": False, "error": "send setup first"},
+        {"seq": 3, "ok": True},
     ]
     assert finished.returncode == 0
 
 
-@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
-def test_the_driver_exits_cleanly_at_end_of_input(executable: Path) -> None:
-    finished = talk(executable)
-    assert (finished.returncode, finished.stdout) == (0, "")
+@pytest.mark.parametrize("program", ["scale_ok"], indirect=True)
+def test_the_driver_announces_itself_and_exits_cleanly_at_end_of_input(program: DriverProgram,
+                                                                      sandbox: Sandbox) -> None:
+    finished = talk(program, sandbox)
+    assert (finished.returncode, finished.stdout) == (0, '{"seq":0,"ok":true}\n')
 
 
-@pytest.mark.parametrize("executable", ["prints_at_load"], indirect=True)
-def test_candidate_output_from_static_initialisers_never_reaches_the_protocol(executable: Path) -> None:
-    finished = talk(executable, '{"cmd":"exit"}')
-    assert finished.stdout == '{"ok":true}\n'
+@pytest.mark.parametrize("program", ["prints_at_load"], indirect=True)
+def test_candidate_output_from_static_initialisers_never_reaches_the_protocol(program: DriverProgram,
+                                                                               sandbox: Sandbox) -> None:
+    finished = talk(program, sandbox, '{"cmd":"exit","seq":1}')
+    assert finished.stdout == '{"seq":0,"ok":true}\n{"seq":1,"ok":true}\n'
     assert "printf at load" in finished.stderr and "cout at load" in finished.stderr
 
 
-@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
-def test_a_request_error_through_the_session_leaves_the_driver_running(executable: Path) -> None:
-    with DriverSession(executable) as session:
+@pytest.mark.parametrize("program", ["scale_ok"], indirect=True)
+def test_a_request_error_through_the_session_leaves_the_driver_running(program: DriverProgram,
+                                                                       sandbox: Sandbox) -> None:
+    with session(program, sandbox) as driver:
         with pytest.raises(DriverCrashed, match="send setup first") as raised:
-            session.run(0, timeout_s=30)
+            driver.run(0, timeout_s=30)
         assert raised.value.exit_status is None
-    assert session.exit_status == 0
+    assert driver.exit_status == 0
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour on a machine without a usable GPU")
-@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
-def test_without_a_usable_gpu_setup_reports_the_cuda_error_and_the_driver_exits_3(executable: Path) -> None:
+@pytest.mark.parametrize("program", ["scale_ok"], indirect=True)
+def test_without_a_usable_gpu_setup_reports_the_cuda_error_and_the_driver_exits_3(program: DriverProgram,
+                                                                                   sandbox: Sandbox) -> None:
     tensor = IpcTensor(handle_hex="00" * 64, offset=0, dtype=KB_FLOAT32, shape=[N], strides=[1])
-    with DriverSession(executable) as session, pytest.raises(DriverCrashed) as raised:
-        session.setup([TensorSet(inputs=[tensor], params=[], outputs=[tensor])], flush_bytes=0)
+    with session(program, sandbox) as driver, pytest.raises(DriverCrashed) as raised:
+        driver.setup([TensorSet(inputs=[tensor], params=[], outputs=[tensor])], flush_bytes=0)
     assert raised.value.error.startswith("cudaError")
     assert raised.value.error.endswith("(selecting the device)")
     assert raised.value.exit_status == 3
@@ -120,38 +132,41 @@ L2_FLUSH_BYTES = 100 << 20
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
-def test_run_writes_the_candidate_result_into_the_shared_output(executable: Path) -> None:
+@pytest.mark.parametrize("program", ["scale_ok"], indirect=True)
+def test_run_writes_the_candidate_result_into_the_shared_output(program: DriverProgram,
+        sandbox: Sandbox) -> None:
     x = torch.randn(N, device="cuda")
     y = torch.full((N,), float("nan"), device="cuda")
-    with DriverSession(executable) as session:
-        session.setup(one_set(x, y), flush_bytes=L2_FLUSH_BYTES)
-        session.run(0, timeout_s=30)
+    with session(program, sandbox) as driver:
+        driver.setup(one_set(x, y), flush_bytes=L2_FLUSH_BYTES)
+        driver.run(0, timeout_s=30)
     torch.cuda.synchronize()
     assert torch.equal(y, 2 * x)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
-def test_tensors_sharing_one_allocation_are_mapped_once_at_their_offsets(executable: Path) -> None:
+@pytest.mark.parametrize("program", ["scale_ok"], indirect=True)
+def test_tensors_sharing_one_allocation_are_mapped_once_at_their_offsets(program: DriverProgram,
+        sandbox: Sandbox) -> None:
     buffer = torch.zeros(2 * N, device="cuda")
     x, y = buffer[:N], buffer[N:]
     x.copy_(torch.randn(N, device="cuda"))
     assert ipc_tensor(x).handle_hex == ipc_tensor(y).handle_hex
-    with DriverSession(executable) as session:
-        session.setup(one_set(x, y), flush_bytes=0)
-        session.run(0, timeout_s=30)
+    with session(program, sandbox) as driver:
+        driver.setup(one_set(x, y), flush_bytes=0)
+        driver.run(0, timeout_s=30)
     torch.cuda.synchronize()
     assert torch.equal(y, 2 * x)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
-def test_time_returns_a_sample_per_timed_call_and_finds_every_call_complete(executable: Path) -> None:
+@pytest.mark.parametrize("program", ["scale_ok"], indirect=True)
+def test_time_returns_a_sample_per_timed_call_and_finds_every_call_complete(program: DriverProgram,
+        sandbox: Sandbox) -> None:
     x, y = torch.randn(N, device="cuda"), torch.empty(N, device="cuda")
-    with DriverSession(executable) as session:
-        session.setup(one_set(x, y), flush_bytes=L2_FLUSH_BYTES)
-        timing = session.time(sets=[0], warmup=3, iters=20, flush=True, timeout_s=60)
+    with session(program, sandbox) as driver:
+        driver.setup(one_set(x, y), flush_bytes=L2_FLUSH_BYTES)
+        timing = driver.time(sets=[0], warmup=3, iters=20, flush=True, timeout_s=60)
     assert len(timing.event_ms) == 20 and all(event > 0 for event in timing.event_ms)
     assert (timing.incomplete_calls, timing.policy_windows) == (0, 0)
     torch.cuda.synchronize()
@@ -159,23 +174,25 @@ def test_time_returns_a_sample_per_timed_call_and_finds_every_call_complete(exec
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("executable", ["scale_ok"], indirect=True)
-def test_profile_mode_completes_outside_a_profiler(executable: Path) -> None:
+@pytest.mark.parametrize("program", ["scale_ok"], indirect=True)
+def test_profile_mode_completes_outside_a_profiler(program: DriverProgram,
+        sandbox: Sandbox) -> None:
     x, y = torch.randn(N, device="cuda"), torch.empty(N, device="cuda")
-    with DriverSession(executable) as session:
-        session.setup(one_set(x, y), flush_bytes=0)
-        session.profile(0, warmup=2, timeout_s=60)
+    with session(program, sandbox) as driver:
+        driver.setup(one_set(x, y), flush_bytes=0)
+        driver.profile(0, warmup=2, timeout_s=60)
     torch.cuda.synchronize()
     assert torch.equal(y, 2 * x)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("executable", ["illegal_address"], indirect=True)
-def test_an_illegal_address_is_reported_and_the_harness_gpu_stays_usable(executable: Path) -> None:
+@pytest.mark.parametrize("program", ["illegal_address"], indirect=True)
+def test_an_illegal_address_is_reported_and_the_harness_gpu_stays_usable(program: DriverProgram,
+        sandbox: Sandbox) -> None:
     x, y = torch.randn(N, device="cuda"), torch.empty(N, device="cuda")
-    with DriverSession(executable) as session, pytest.raises(DriverCrashed) as raised:
-        session.setup(one_set(x, y), flush_bytes=0)
-        session.run(0, timeout_s=30)
+    with session(program, sandbox) as driver, pytest.raises(DriverCrashed) as raised:
+        driver.setup(one_set(x, y), flush_bytes=0)
+        driver.run(0, timeout_s=30)
     assert raised.value.error.startswith("cudaErrorIllegalAddress")
     assert raised.value.error.endswith("(after kb_forward, set 0)")
     assert raised.value.exit_status == 3
@@ -183,24 +200,26 @@ def test_an_illegal_address_is_reported_and_the_harness_gpu_stays_usable(executa
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("executable", ["returns_error"], indirect=True)
-def test_a_nonzero_return_is_reported_as_rc_and_the_driver_keeps_serving(executable: Path) -> None:
+@pytest.mark.parametrize("program", ["returns_error"], indirect=True)
+def test_a_nonzero_return_is_reported_as_rc_and_the_driver_keeps_serving(program: DriverProgram,
+        sandbox: Sandbox) -> None:
     x, y = torch.randn(N, device="cuda"), torch.empty(N, device="cuda")
-    with DriverSession(executable) as session:
-        session.setup(one_set(x, y), flush_bytes=0)
+    with session(program, sandbox) as driver:
+        driver.setup(one_set(x, y), flush_bytes=0)
         for _ in range(2):
             with pytest.raises(DriverCrashed) as raised:
-                session.run(0, timeout_s=30)
+                driver.run(0, timeout_s=30)
             assert (raised.value.rc, raised.value.exit_status) == (7, None)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("executable", ["reads_fresh_workspace"], indirect=True)
-def test_fresh_workspace_reads_as_poison_under_run(executable: Path) -> None:
+@pytest.mark.parametrize("program", ["reads_fresh_workspace"], indirect=True)
+def test_fresh_workspace_reads_as_poison_under_run(program: DriverProgram,
+        sandbox: Sandbox) -> None:
     x, y = torch.randn(N, device="cuda"), torch.zeros(N, device="cuda")
-    with DriverSession(executable) as session:
-        session.setup(one_set(x, y), flush_bytes=0)
-        session.run(0, timeout_s=30)
+    with session(program, sandbox) as driver:
+        driver.setup(one_set(x, y), flush_bytes=0)
+        driver.run(0, timeout_s=30)
     torch.cuda.synchronize()
     assert bool((y.view(torch.int32) == -1).all())  # every byte 0xFF, a NaN for float32
 
@@ -212,19 +231,20 @@ def _persisting_l2_supported() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _persisting_l2_supported(), reason="needs a GPU with persisting L2 (sm_80 or later)")
-def test_a_persisting_l2_window_is_cleared_and_earns_nothing_across_the_flush(tmp_path: Path,
-                                                                                 build_cache: Path) -> None:
+def test_a_persisting_l2_window_is_cleared_and_earns_nothing_across_the_flush(tmp_path: Path, build_cache: Path,
+                                                                                 sandbox: Sandbox) -> None:
     # 24 MiB of input read per call: from DRAM after a flush, from L2 if persisting lines survived it.
     x, y = torch.randn(6 << 20, device="cuda"), torch.empty(1024, device="cuda")
     arch = "sm_{}{}".format(*torch.cuda.get_device_capability())
     medians, windows = {}, {}
     for name, prefix in (("window", ""), ("honest", "#define KB_NO_WINDOW\n")):
         source = prefix + (FIXTURES / "persisting_l2_window.cu").read_text()
-        built = build_candidate(source, HEADER, tmp_path / name, arch=arch, allow=frozenset(), cache_dir=build_cache)
-        assert built.executable is not None, built.log
-        with DriverSession(built.executable) as session:
-            session.setup(one_set(x, y), flush_bytes=L2_FLUSH_BYTES)
-            timing = session.time(sets=[0], warmup=10, iters=200, flush=True, timeout_s=120)
+        built = build_candidate(source, HEADER, tmp_path / name, arch=arch, allow=frozenset(), cache_dir=build_cache,
+                                sandbox=sandbox)
+        assert built.program is not None, built.log
+        with session(built.program, sandbox) as driver:
+            driver.setup(one_set(x, y), flush_bytes=L2_FLUSH_BYTES)
+            timing = driver.time(sets=[0], warmup=10, iters=200, flush=True, timeout_s=120)
         medians[name], windows[name] = sorted(timing.event_ms)[100], timing.policy_windows
     assert windows == {"window": 210, "honest": 0}
     assert medians["window"] >= 0.85 * medians["honest"], medians

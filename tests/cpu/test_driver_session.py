@@ -13,17 +13,26 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.tools.driver_process import DriverCrashed, DriverSession, DriverTimeout, IpcTensor, TensorSet
+from kernelblaster.tools.driver_process import (
+    ClaimAllowance,
+    DriverCrashed,
+    DriverForged,
+    DriverSession,
+    DriverTimeout,
+    IpcTensor,
+    TensorSet,
+)
 
 FAKE_DRIVER = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "fake_driver_protocol.py"
 HANDLE = "ab" * 64
 
 
-def fake_session(behaviour: str = "answer", request_log: Path | None = None) -> DriverSession:
-    env = {"FAKE_DRIVER_BEHAVIOUR": behaviour}
+def fake_session(behaviour: str = "answer", request_log: Path | None = None, allowance: ClaimAllowance | None = None,
+                 **env: str) -> DriverSession:
+    env = {"FAKE_DRIVER_BEHAVIOUR": behaviour, **env}
     if request_log is not None:
         env["FAKE_DRIVER_REQUEST_LOG"] = str(request_log)
-    return DriverSession(FAKE_DRIVER, wrapper=[sys.executable], env=env)
+    return DriverSession([str(FAKE_DRIVER)], wrapper=[sys.executable], sandbox=None, env=env, allowance=allowance)
 
 
 def one_set() -> TensorSet:
@@ -50,6 +59,7 @@ def test_setup_sends_tensors_in_the_driver_wire_format(tmp_path: Path) -> None:
         session.setup([one_set()], flush_bytes=100 << 20, device=1)
     setup = json.loads(log.read_text().splitlines()[0])
     assert setup["cmd"] == "setup" and setup["device"] == 1 and setup["flush_bytes"] == 100 << 20
+    assert setup["seq"] == 1
     assert setup["sets"][0]["inputs"][0] == {
         "handle": HANDLE, "offset": 256, "dtype": 0, "shape": [4, 8], "strides": [8, 1],
     }  # fmt: skip
@@ -62,8 +72,8 @@ def test_run_and_profile_name_the_set_with_the_key_set(tmp_path: Path) -> None:
         session.run(2, timeout_s=10)
         session.profile(1, warmup=3, timeout_s=10)
     run, profile = (json.loads(line) for line in log.read_text().splitlines()[:2])
-    assert run == {"cmd": "run", "set": 2}
-    assert profile == {"cmd": "profile", "warmup": 3, "set": 1}
+    assert run == {"cmd": "run", "set": 2, "seq": 1}
+    assert profile == {"cmd": "profile", "warmup": 3, "set": 1, "seq": 2}
 
 
 def test_time_returns_one_event_sample_per_timed_call_and_the_escape_counts(tmp_path: Path) -> None:
@@ -80,7 +90,7 @@ def test_close_sends_exit_and_the_driver_ends_with_status_zero(tmp_path: Path) -
     session = fake_session(request_log=log)
     with session:
         session.run(0, timeout_s=10)
-    assert json.loads(log.read_text().splitlines()[-1]) == {"cmd": "exit"}
+    assert json.loads(log.read_text().splitlines()[-1]) == {"cmd": "exit", "seq": 2}
     assert session.exit_status == 0
 
 
@@ -153,3 +163,60 @@ def test_ipc_tensor_rejects_a_handle_that_is_not_64_bytes_of_hex() -> None:
 def test_ipc_tensor_rejects_more_dimensions_than_kbtensor_holds() -> None:
     with pytest.raises(ValueError, match="at most 8"):
         IpcTensor(handle_hex=HANDLE, offset=0, dtype=0, shape=[1] * 9, strides=[1] * 9)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Replies the driver cannot have sent
+# ---------------------------------------------------------------------------------------------------
+def test_a_second_reply_to_one_request_is_a_forgery() -> None:
+    with pytest.raises(DriverForged, match="forged reply"), fake_session("twice") as session:
+        session.run(0, timeout_s=10)
+        session.run(0, timeout_s=10)
+
+
+def test_a_reply_numbered_for_another_request_is_a_forgery_and_the_driver_is_killed() -> None:
+    session = fake_session("renumbered")
+    with session, pytest.raises(DriverForged, match="numbered 2 arrived while the driver owed reply 1"):
+        session.run(0, timeout_s=10)
+    assert session.exit_status == -9
+
+
+def test_a_reply_that_arrives_before_its_request_is_a_forgery() -> None:
+    with pytest.raises(DriverForged, match="forged reply"), fake_session("early") as session:
+        session.run(0, timeout_s=10)
+        time.sleep(0.3)
+        session.run(0, timeout_s=10)
+
+
+def test_a_reply_after_the_answer_to_exit_is_a_forgery() -> None:
+    session = fake_session("late")
+    session.start()
+    with pytest.raises(DriverForged, match="after the driver's answer to 'exit'"):
+        session.close()
+
+
+def test_timed_calls_that_claim_more_time_than_passed_are_forged() -> None:
+    session = fake_session(FAKE_DRIVER_TIME_MS="50", FAKE_DRIVER_TIME_SLEEP_S="0")
+    with session, pytest.raises(DriverForged, match=r"10 calls claimed 500\.000 ms, but the whole request took"):
+        session.time(sets=[0], warmup=0, iters=10, flush=True, timeout_s=10)
+
+
+def test_timed_calls_that_explain_too_little_of_the_elapsed_time_are_forged() -> None:
+    allowance = ClaimAllowance(per_call_ms=0.05, per_request_ms=20.0)
+    session = fake_session(allowance=allowance, FAKE_DRIVER_TIME_MS="0.001", FAKE_DRIVER_TIME_SLEEP_S="0.5")
+    with session, pytest.raises(DriverForged, match="more than flushes and synchronisation explain"):
+        session.time(sets=[0], warmup=5, iters=50, flush=True, timeout_s=10)
+
+
+def test_timed_calls_whose_claims_explain_the_elapsed_time_are_accepted() -> None:
+    allowance = ClaimAllowance(per_call_ms=0.05, per_request_ms=20.0)
+    with fake_session(allowance=allowance) as session:
+        timing = session.time(sets=[0], warmup=5, iters=50, flush=True, timeout_s=10)
+    assert len(timing.event_ms) == 50
+
+
+def test_what_the_sandbox_blocked_is_read_from_the_launchers_report() -> None:
+    with fake_session("blocked") as session, pytest.raises(DriverCrashed) as raised:
+        session.run(0, timeout_s=10)
+    assert session.blocked() == ["execve (the candidate tried to run another program)"]
+    assert raised.value.exit_status == 159 and "stopped by the sandbox" in str(raised.value)

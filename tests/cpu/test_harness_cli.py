@@ -23,6 +23,7 @@ from kernelblaster.harness.build import check_libraries_installed
 from kernelblaster.harness.cli import exit_status
 from kernelblaster.harness.result import EvalResult
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = ROOT / "examples" / "problems" / "elementwise_swish_scale.py"
@@ -159,7 +160,7 @@ def test_baseline_without_a_gpu_is_a_one_line_error(capsys: pytest.CaptureFixtur
 @pytest.mark.parametrize(
     ("verdict", "status"),
     [("ok", 0), ("incorrect", 1), ("compile_error", 1), ("suspicious", 1), ("crash", 1), ("timeout", 1),
-     ("harness_error", 3), ("too_large", 4), ("no_gpu", 5)],
+     ("forged_result", 1), ("sandbox_violation", 1), ("harness_error", 3), ("too_large", 4), ("no_gpu", 5)],
 )
 def test_eval_exit_status_says_whether_the_candidate_or_something_else_failed(verdict: str, status: int) -> None:
     result = EvalResult(verdict=verdict, summary="", problem="p.py", problem_sha256="0", candidate="c.cu",
@@ -167,9 +168,9 @@ def test_eval_exit_status_says_whether_the_candidate_or_something_else_failed(ve
     assert exit_status(result) == status
 
 
-def _installed(library: str, cache_dir: Path) -> bool:
+def _installed(library: str, cache_dir: Path, sandbox: Sandbox) -> bool:
     try:
-        check_libraries_installed(frozenset({library}), "sm_90", cache_dir)
+        check_libraries_installed(frozenset({library}), "sm_90", cache_dir, sandbox)
     except UserFacingError:
         return False
     return True
@@ -177,9 +178,9 @@ def _installed(library: str, cache_dir: Path) -> bool:
 
 @needs_nvcc
 def test_allowing_a_library_that_is_not_installed_is_an_environment_error_not_a_compile_error(
-    cache_dir: Path, capsys: pytest.CaptureFixture[str]
+    cache_dir: Path, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
 ) -> None:
-    if _installed("cudnn", cache_dir):
+    if _installed("cudnn", cache_dir, sandbox):
         pytest.skip("cuDNN is installed here")
     assert main(["eval", str(PROBLEM), str(NAIVE), "--allow", "cudnn"]) == 2
     captured = capsys.readouterr()

@@ -37,17 +37,18 @@ def test_a_built_candidate_without_a_gpu_is_verdict_no_gpu(evaluator: CandidateE
     assert result.timing is None and result.speedup is None and result.roofline is None
 
 
-def test_two_builds_keep_their_own_sources_and_executables(evaluator: CandidateEvaluator) -> None:
+def test_two_builds_keep_their_own_sources_and_driver_libraries(evaluator: CandidateEvaluator) -> None:
     # The stages are separate so that an agent can build several candidates and verify them later:
     # building the second must not overwrite the first one's files.
     naive, fast = ((CANDIDATES / name).read_text() for name in ("naive.cu", "fast.cu"))
     first = evaluator.build(naive, "naive.cu")
     second = evaluator.build(fast, "fast.cu")
     assert first.ok and second.ok
-    assert first.executable != second.executable
+    assert first.program is not None and second.program is not None
+    assert first.program.library != second.program.library
     assert first.build.source_path.read_text() == naive
     assert second.build.source_path.read_text() == fast
-    assert first.executable is not None and first.executable.exists()
+    assert first.program.library.exists()
 
 
 def test_a_compile_error_is_a_verdict_not_an_exception(evaluator: CandidateEvaluator) -> None:

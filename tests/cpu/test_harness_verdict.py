@@ -13,9 +13,10 @@ from kernelblaster.harness.result import CandidateTiming, CheckResult, Roofline
 from kernelblaster.harness.stats import TimingStats
 from kernelblaster.harness.verdict import Findings, Measurement, Score, decide
 from kernelblaster.harness.verify import DriverFailure, Verification
+from kernelblaster.tools.driver_process import DriverCrashed, DriverForged
 
 BUILT = BuildResult(stage="ok", violations=[], compile=None, link=None, source_path=Path("candidate.cu"),
-                    header_path=Path("kb_problem.h"), executable=Path("candidate"))
+                    header_path=Path("kb_problem.h"), program=None)
 GPU = GpuMemory(name="Test GPU", free_bytes=80 * GIB, l2_bytes=50 * MIB)
 
 
@@ -86,6 +87,25 @@ def test_a_crash_is_the_candidates() -> None:
     findings.add_verification(Verification(checks=[DriverFailure("crash", "illegal address").check()],
                                             failure=DriverFailure("crash", "illegal address")))
     assert decide(BUILT, findings) == ("crash", "illegal address")
+
+
+def test_a_driver_the_sandbox_stopped_is_a_sandbox_violation_naming_the_call() -> None:
+    stopped = DriverCrashed("the driver exited without replying to 'run'", 159,
+                            "kernelblaster-sandbox: blocked execve (the candidate tried to run another program)\n")
+    findings = Findings(checks=passing("static", "compile"))
+    failure = DriverFailure.of(stopped)
+    findings.add_verification(Verification(checks=[failure.check()], failure=failure))
+    assert decide(BUILT, findings) == (
+        "sandbox_violation", "the sandbox blocked execve (the candidate tried to run another program)")
+    assert findings.checks[-1].name == "sandbox"
+
+
+def test_a_forged_reply_is_a_forged_result_never_ok() -> None:
+    failure = DriverFailure.of(DriverForged("a reply numbered 1 arrived while the driver owed reply 2", ""))
+    findings = Findings(checks=[*passing("static", "compile"), failure.check()], driver_failure=failure)
+    verdict, summary = decide(BUILT, findings)
+    assert verdict == "forged_result" and summary.startswith("a reply numbered 1 arrived")
+    assert failure.check().name == "genuine_results"
 
 
 def test_the_first_failed_check_makes_it_incorrect() -> None:

@@ -29,6 +29,7 @@ from kernelblaster.kb.snippets import (
 from kernelblaster.kb.tokens import default_token_counter
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.nvcc import compile_object, find_nvcc
+from kernelblaster.tools.sandbox import Sandbox
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER_DIR = REPO_ROOT / "harness" / "driver"
@@ -79,12 +80,12 @@ def test_snippet_candidate_passes_the_source_rules(case: cases.SnippetCase) -> N
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed")
 @pytest.mark.parametrize("case", CASES)
 def test_snippet_candidate_compiles_without_warnings_against_its_problem_header(case: cases.SnippetCase,
-                                                                             tmp_path: Path) -> None:
+                                                                             tmp_path: Path, sandbox: Sandbox) -> None:
     (tmp_path / "kb_problem.h").write_text(generate_header(spec_for_problem(load_problem(case.problem), None)))
     source = tmp_path / "candidate.cu"
     source.write_text(case.candidate_source())
     result = compile_object(source, tmp_path / "candidate.o", arch="sm_90", include_dirs=[tmp_path, DRIVER_DIR],
-                            cache_dir=None)
+                            cache_dir=None, sandbox=sandbox)
     assert result.ok, result.log
     assert [m.render() for m in result.messages if m.severity == "warning"] == []
 

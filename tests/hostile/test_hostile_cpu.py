@@ -1,0 +1,162 @@
+"""The hostile suite without a GPU: each candidate is refused by the rules or built, every built driver
+starts in the sandbox (its load-time attacks run before CUDA) and is contained, the compile sandbox keeps
+host files out of builds, and nvcc dies with the harness."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from containment import Tripwires
+from hostile_cases import BUILT_CASES, HOSTILE_CASES, SWISH, HostileCase
+
+from kernelblaster.harness.analysis import spec_for_problem
+from kernelblaster.harness.build import DRIVER_DIR, BuildResult, build_candidate, files_read_outside
+from kernelblaster.harness.header import generate_header
+from kernelblaster.harness.problem import load_problem
+from kernelblaster.tools.driver_process import DriverCrashed, DriverForged, DriverSession
+from kernelblaster.tools.nvcc import compile_object
+from kernelblaster.tools.sandbox import Sandbox
+
+ARCH = "sm_90"
+
+
+class Builds:
+    """Each hostile candidate built once for the module, in its own folder."""
+
+    def __init__(self, root: Path, sandbox: Sandbox) -> None:
+        self.root, self.sandbox = root, sandbox
+        self.header = generate_header(spec_for_problem(load_problem(SWISH), gpu=None))
+        self._built: dict[str, BuildResult] = {}
+
+    def of(self, case: HostileCase) -> BuildResult:
+        if case.name not in self._built:
+            self._built[case.name] = build_candidate(case.candidate_source(), self.header, self.root / case.name,
+                                                     arch=ARCH, allow=frozenset(), cache_dir=self.root / "cache",
+                                                     sandbox=self.sandbox)
+        return self._built[case.name]
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory: pytest.TempPathFactory, sandbox: Sandbox) -> Builds:
+    return Builds(tmp_path_factory.mktemp("hostile"), sandbox)
+
+
+@pytest.mark.parametrize("case", HOSTILE_CASES, ids=lambda c: c.name)
+def test_each_hostile_candidate_is_refused_by_a_rule_or_built(case: HostileCase, builds: Builds) -> None:
+    built = builds.of(case)
+    if case.refused_by is None:
+        assert built.stage == "ok", built.log
+    elif case.refused_by == "link_error":
+        assert built.stage == "link_error" and built.program is None
+    else:
+        assert built.stage == "static_violation" and built.program is None
+        assert case.refused_by in {v.rule for v in built.violations}, built.violations
+
+
+@pytest.mark.parametrize("case", BUILT_CASES, ids=lambda c: c.name)
+def test_a_built_hostile_driver_is_contained_when_it_loads(case: HostileCase, builds: Builds, sandbox: Sandbox,
+                                                           tripwires: Tripwires) -> None:
+    built = builds.of(case)
+    assert built.program is not None, built.log
+    session = DriverSession(built.program.command(filtered=True), sandbox=sandbox, view=built.program.view())
+    outcome = "starts"
+    try:
+        with session:
+            pass
+    except DriverForged as error:
+        outcome = "forged"
+        collected = [str(error)]
+    except DriverCrashed as error:
+        outcome = "blocked" if session.blocked() else f"crashed: {error}"
+        collected = [str(error)]
+    else:
+        collected = []
+    assert outcome == case.at_load, session.stderr_tail()
+    if case.blocked_call is not None:
+        assert [what.split()[0] for what in session.blocked()] == [case.blocked_call]
+    tripwires.assert_untouched([*collected, session.stderr_tail()], [built.source_path.parent])
+
+
+# ---------------------------------------------------------------------------------------------------
+# The compile sandbox, behind the source rules
+# ---------------------------------------------------------------------------------------------------
+COMPILE_TIME_READS = {
+    "incbin": ('__asm__(".pushsection .rodata\\n.incbin \\"/etc/passwd\\"\\n.popsection");', "/etc/passwd"),
+    "include": ('#include "/etc/hostname"', "/etc/hostname"),
+    "stdin": ('#include "/dev/stdin"', "/dev/stdin"),
+    "macro": ('#define HOST_FILE "/etc/hostname"\n#include HOST_FILE', "/etc/hostname"),
+    "relative": ('#include "../../../../../../../../etc/passwd"', "../../../../../../../../etc/passwd"),
+}
+
+
+@pytest.mark.parametrize("attack", COMPILE_TIME_READS, ids=str)
+def test_the_compile_sandbox_keeps_host_files_out_and_names_them(attack: str, tmp_path: Path,
+                                                                 sandbox: Sandbox) -> None:
+    line, path = COMPILE_TIME_READS[attack]
+    (tmp_path / "candidate.cu").write_text(f'{line}\nextern "C" int kb_forward() {{ return 0; }}\n')
+    compiled = compile_object(tmp_path / "candidate.cu", tmp_path / "candidate.o", arch=ARCH,
+                              include_dirs=[tmp_path, DRIVER_DIR], cache_dir=None, sandbox=sandbox, timeout_s=120)
+    assert not compiled.ok and not compiled.timed_out, compiled.log
+    assert [v.text for v in files_read_outside(compiled, tmp_path)] == [path]
+    host_file = Path(os.path.normpath(tmp_path / path))
+    if host_file.is_file() and host_file.read_text().strip():
+        assert host_file.read_text().splitlines()[0] not in compiled.log
+
+
+# ---------------------------------------------------------------------------------------------------
+# nvcc dies with the harness
+# ---------------------------------------------------------------------------------------------------
+HARNESS = """
+import sys
+from pathlib import Path
+from kernelblaster.tools.nvcc import compile_object
+from kernelblaster.tools.sandbox import require_sandbox
+source = Path(sys.argv[1])
+compile_object(source, source.with_suffix(".o"), arch="sm_90", include_dirs=[], cache_dir=None,
+               sandbox=require_sandbox(False))
+"""
+
+
+def slow_source(statements: int = 30000) -> str:
+    """A kernel of `statements` dependent lines: nvcc's children work on it for tens of seconds."""
+    body = [f"  v = v * {1 + i * 1e-7:.9f}f + w; w = w * {1 - i * 1e-7:.9f}f - v;" for i in range(statements)]
+    return "\n".join(["__global__ void slow(float* out) {", "  float v = out[0], w = out[1];", *body,
+                      "  out[0] = v + w;", "}", ""])
+
+
+def processes_naming(marker: str) -> list[int]:
+    """Live processes whose command line mentions `marker` (zombies excluded)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            named = entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes()
+            if named and (entry / "stat").read_text().split(") ", 1)[1][0] != "Z":
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_killed_harness_takes_its_sandboxed_nvcc_and_its_children_with_it(tmp_path: Path) -> None:
+    marker = f"slow_{uuid.uuid4().hex}"  # in the command line of nvcc and of every tool it starts
+    source = tmp_path / f"{marker}.cu"
+    source.write_text(slow_source())
+    harness = subprocess.Popen([sys.executable, "-c", HARNESS, str(source)])
+    deadline = time.monotonic() + 120
+    while len(processes_naming(marker)) < 4 and time.monotonic() < deadline:  # bwrap, nvcc and a child or two
+        assert harness.poll() is None, "the compile ended before the harness could be killed"
+        time.sleep(0.2)
+    started = processes_naming(marker)
+    os.kill(harness.pid, signal.SIGKILL)
+    harness.wait()
+    deadline = time.monotonic() + 10
+    while processes_naming(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(started) >= 4 and processes_naming(marker) == []

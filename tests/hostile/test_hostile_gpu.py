@@ -1,0 +1,38 @@
+"""The hostile suite on a GPU: every candidate goes through the real evaluation, in the sandbox, gets its
+expected verdict, and nothing escapes. One pytest run of a few minutes (`pytest -m gpu tests/hostile`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from containment import Tripwires
+from hostile_cases import HOSTILE_CASES, SWISH, HostileCase
+
+from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions
+from kernelblaster.harness.problem import load_problem
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("hostile-gpu-cache")
+
+
+@pytest.fixture(scope="module")
+def evaluator(cache_dir: Path) -> CandidateEvaluator:
+    return CandidateEvaluator(load_problem(SWISH), EvalOptions(cache_dir=cache_dir, baseline=False))
+
+
+@pytest.mark.parametrize("case", HOSTILE_CASES, ids=lambda c: c.name)
+def test_a_hostile_candidate_is_contained_and_gets_its_verdict(case: HostileCase, evaluator: CandidateEvaluator,
+                                                                cache_dir: Path, tripwires: Tripwires) -> None:
+    result = evaluator.evaluate(case.candidate_source(), case.name)
+    assert result.verdict in case.verdicts, f"{case.what_it_tries}\n{result.verdict}: {result.summary}"
+    if "sandbox_violation" in case.verdicts:
+        assert "the sandbox blocked" in result.summary
+    if case.blocked_call is not None:
+        assert f"blocked {case.blocked_call} " in result.summary
+    builds = [path for path in (cache_dir / "builds").iterdir() if path.is_dir()]
+    tripwires.assert_untouched([result.model_dump_json()], builds)
