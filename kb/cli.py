@@ -1,4 +1,4 @@
-"""`kernelblaster kb ...`: inspect, export, import, re-index and compare knowledge bases."""
+"""`kernelblaster kb ...`: inspect, export, import, re-index, compare and restore knowledge bases."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from kernelblaster.kb.errors import KBLookupError
 from kernelblaster.kb.paths import KB_PATH_VARIABLE
 from kernelblaster.kb.store import KnowledgeBase, read_document
 from kernelblaster.kb.summary import format_state, format_state_list, format_stats, kb_stats
+from kernelblaster.tools.errors import UserFacingError
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -40,6 +41,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     diff.add_argument("before", help="the older KB file (a snapshot, an export)")
     diff.add_argument("after", nargs="?", help="the newer KB file (default: the KB)")
     diff.set_defaults(func=run_diff)
+    restore = commands.add_parser("restore", parents=[common],
+                                  help="make the KB what it was after an iteration of a run (its snapshot)")
+    restore.add_argument("run_id", nargs="?", help="the run's id, as its report names it (default: list the "
+                         "snapshots kept)")
+    restore.add_argument("iteration", nargs="?", type=int, help="restore the KB as it was after this iteration, "
+                         "counted from 1 as in the run's report (default: the run's last)")
+    restore.set_defaults(func=run_restore)
 
 
 def run_stats(args: argparse.Namespace) -> int:
@@ -95,6 +103,29 @@ def run_diff(args: argparse.Namespace) -> int:
     after = read_document(Path(args.after)) if args.after else KnowledgeBase.load(args.kb).document
     diff = diff_documents(before, after)
     print(diff.model_dump_json(indent=1) if args.json else format_diff(diff))
+    return 0
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    """Snapshots are numbered from 0 on disk; here, as in reports and progress lines, from 1."""
+    kb = KnowledgeBase.load(args.kb)
+    saved = {run: [i + 1 for i in iterations] for run, iterations in kb.snapshots().items()}
+    listing = "\n".join(f"{run}: after iteration {', '.join(map(str, its))}" for run, its in saved.items())
+    if args.run_id is None:
+        print(json.dumps({"snapshots": saved}) if args.json else listing or f"no snapshots of {kb.path} are kept")
+        return 0
+    iterations = saved.get(args.run_id, [])
+    iteration = args.iteration if args.iteration is not None else max(iterations, default=0)
+    if iteration not in iterations:
+        missing = f"after iteration {iteration} of" if iterations else "of"
+        raise UserFacingError(f"{kb.path}: no snapshot {missing} run {args.run_id} is kept (kept: "
+                              f"{listing.replace(chr(10), '; ') or 'none'})")
+    backup = kb.back_up("pre-restore")
+    kb.restore_snapshot(args.run_id, iteration - 1)
+    summary = {"restored": str(kb.path), "run_id": args.run_id, "iteration": iteration,
+               "previous_kept_as": str(backup)}
+    _report(args, summary, f"restored {kb.path} to what it was after iteration {iteration} of run {args.run_id} "
+                           f"(previous KB kept as {backup})")
     return 0
 
 
