@@ -29,15 +29,12 @@ from kernelblaster.graph.cost import ModelPrice, usage_cost
 from kernelblaster.graph.graph import compile_graph
 from kernelblaster.graph.human import HumanQuestion
 from kernelblaster.graph.progress import Progress, ProgressNote
-from kernelblaster.graph.run_files import RunFiles, RunRecord
+from kernelblaster.graph.run_files import RUNS_DIRECTORY, RunFiles, RunRecord, run_id_for
 from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import KernelRef, OptimizationInput, TokenUsage
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.kb.paths import resolve_kb_path
-from kernelblaster.nodes.setup import run_id_for
 from kernelblaster.tools.errors import UserFacingError
-
-RUNS_DIRECTORY = Path("runs")
 
 
 class PendingQuestion(BaseModel):
@@ -104,21 +101,28 @@ class Run:
         return cls(files, record, services)
 
     def progress(self, answers: dict[str, str] | None = None) -> Iterator[Progress]:
-        """Start or continue the run (with answers to pending questions, by id) until it finishes or waits."""
-        with open_checkpointer(self.files) as checkpointer:
-            graph = compile_graph(self.services, checkpointer)
-            tracker = _Tracker.from_state(graph.get_state(thread_config(self.record.run_id)).values,
-                                          self.record.context.prices)
-            stream = graph.stream(self._graph_input(graph, answers), thread_config(self.record.run_id),
-                                  context=self.record.context, stream_mode=["updates", "custom"], subgraphs=True,
-                                  durability=DURABILITY)
-            # Closed before the checkpointer: an exception here (Ctrl-C) must let running nodes finish
-            # with the database still open.
-            with closing(stream):
-                for namespace, mode, data in stream:
-                    progress = tracker.update(namespace, mode, data)
-                    if progress is not None:
-                        yield progress
+        """Start or continue the run (with answers to pending questions, by id) until it finishes or waits.
+
+        When it stops being advanced (finished, waiting for an answer, failed, or no longer read), the run's
+        resources in this process are given back (`Services.release`)."""
+        try:
+            with open_checkpointer(self.files) as checkpointer:
+                graph = compile_graph(self.services, checkpointer)
+                tracker = _Tracker.from_state(graph.get_state(thread_config(self.record.run_id)).values,
+                                              self.record.context.prices)
+                stream = graph.stream(self._graph_input(graph, answers), thread_config(self.record.run_id),
+                                      context=self.record.context, stream_mode=["updates", "custom"],
+                                      subgraphs=True, durability=DURABILITY)
+                # Closed before the checkpointer: an exception here (Ctrl-C) must let running nodes finish
+                # with the database still open.
+                with closing(stream):
+                    for namespace, mode, data in stream:
+                        progress = tracker.update(namespace, mode, data)
+                        if progress is not None:
+                            yield progress
+        finally:
+            # Only now: closing the stream waited for every node still running.
+            self.services.release(self.files.root)
 
     def advance(self, on_progress: ProgressCallback | None = None) -> RunOutcome:
         """Start or continue the run until it finishes or waits for an answer."""

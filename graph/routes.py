@@ -15,17 +15,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import OptimizationState, TrajectoryState
 
 
-def out_of_budget(services: Services, runtime: Runtime[RunContext], state: OptimizationState | TrajectoryState) -> bool:
-    return services.for_run(runtime.context, state.problem_path, state.run_dir).stop_reason() is not None
-
-
 def after_initial_check(state: OptimizationState, runtime: Runtime[RunContext], *,
-                        services: Services) -> Literal["start_iteration", "write_initial", "finish"]:
-    if out_of_budget(services, runtime, state):
+                        resources: RunResources) -> Literal["start_iteration", "write_initial", "finish"]:
+    if resources.stop_reason() is not None:
         return "finish"
     if state.initial is not None:
         return "start_iteration"
@@ -46,8 +42,8 @@ def fan_out_trajectories(state: OptimizationState, runtime: Runtime[RunContext])
 
 
 def after_learning(state: OptimizationState, runtime: Runtime[RunContext], *,
-                   services: Services) -> Literal["start_iteration", "finish"]:
-    if out_of_budget(services, runtime, state):
+                   resources: RunResources) -> Literal["start_iteration", "finish"]:
+    if resources.stop_reason() is not None:
         return "finish"
     return "start_iteration" if state.iteration + 1 < runtime.context.iterations else "finish"
 
@@ -74,8 +70,8 @@ def after_verify(state: TrajectoryState) -> Literal["evaluate", "lower", "record
 
 
 def after_step(state: TrajectoryState, runtime: Runtime[RunContext], *,
-               services: Services) -> Literal["extract_state", "__end__"]:
+               resources: RunResources) -> Literal["extract_state", "__end__"]:
     """Go on until the trajectory is L steps deep, or stop early when it keeps failing or the budget is spent."""
     if state.step >= runtime.context.depth or state.failed_steps >= runtime.context.max_failed_steps:
         return END
-    return END if out_of_budget(services, runtime, state) else "extract_state"
+    return END if resources.stop_reason() is not None else "extract_state"

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from kernelblaster.graph.context import RunContext
+
+RUNS_DIRECTORY = Path("runs")
+_NOT_IN_RUN_ID = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class RunRecord(BaseModel):
@@ -23,6 +27,16 @@ class RunRecord(BaseModel):
     problem_path: str
     init_kernel: str | None
     context: RunContext
+
+
+def default_run_dir(problem_path: str, thread_id: str | None) -> Path:
+    """Where a run started without a run directory (from Studio) keeps its files: one per thread."""
+    return RUNS_DIRECTORY / f"{Path(problem_path).stem}-{(thread_id or 'run')[:8]}"
+
+
+def run_id_for(run_dir: str) -> str:
+    """The run directory's name, made file-name safe: the run's checkpoint thread."""
+    return _NOT_IN_RUN_ID.sub("_", Path(run_dir).name).lstrip("_.-")[:128] or "run"
 
 
 def source_sha256(source: str) -> str:

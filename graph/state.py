@@ -19,6 +19,8 @@ from kernelblaster.kb.selection import SelectedOptimization
 # `harness_error`: the harness could not judge the candidate (twice): in the replay buffer, never in the KB.
 StepOutcome = Literal["measured", "suspicious", "compile_failed", "verify_failed", "crashed", "llm_failed",
                       "harness_error"]
+# The textual gradient's three stages, each a node asking the role of the same name.
+LearningStage = Literal["policy_evaluation", "perf_gap_analysis", "parameter_update"]
 
 
 class Value(BaseModel):
@@ -144,7 +146,7 @@ class LearningNote(Value):
     """The outcome of one learning stage of an iteration, with the file holding its full text."""
 
     iteration: int
-    stage: Literal["policy_evaluation", "perf_gap_analysis", "update_kb"]
+    stage: LearningStage
     summary: str
     path: str | None
 

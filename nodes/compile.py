@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import StepEnding, TrajectoryState
 from kernelblaster.nodes.kernels import compile_feedback
 
@@ -18,10 +18,9 @@ NODE = "compile"
 
 
 def compile_candidate(state: TrajectoryState, runtime: Runtime[RunContext], *,
-                      services: Services) -> dict[str, object]:
+                      resources: RunResources) -> dict[str, object]:
     candidate = state.candidate
     assert candidate is not None, "lower wrote a candidate"
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
     files = resources.files
     built = resources.build(files.read(candidate.source), candidate.label)
     if built.ok:

@@ -10,17 +10,16 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import StepEnding, TrajectoryState
 from kernelblaster.nodes.kernels import measure_on_gpu, measured_kernel, not_judged, read_result
 
 NODE = "evaluate"
 
 
-def evaluate(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+def evaluate(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
     candidate = state.candidate
     assert candidate is not None, "lower wrote a candidate"
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
     files = resources.files
     built = resources.build(files.read(candidate.source), candidate.label)
     verified = read_result(files, files.result_path(candidate.label, "verify"))

@@ -12,21 +12,20 @@ from langgraph.runtime import Runtime
 from kernelblaster.graph.agents import AgentFailed, Question
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import StepEnding, TrajectoryState
 from kernelblaster.kb.prompt_slice import render_prompt_slice
-from kernelblaster.nodes.extract_state import profile_view
 from kernelblaster.nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
+from kernelblaster.nodes.profile_view import profile_view
 from kernelblaster.nodes.prompting import load_prompt
 
 NODE = "lower"
 
 
-def lower(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+def lower(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
     offered = [choice.technique for choice in state.choices]
     try:
-        answer = resources.agent("lowering").ask(_question(state, resources, offered))
+        answer = resources.ask(_question(state, resources, offered))
     except AgentFailed as failure:
         write_note(runtime, trajectory_note(NODE, state, f"no code: {failure}"))
         return {"ending": StepEnding(outcome="llm_failed", detail=str(failure)), "attempts": state.attempts + 1,

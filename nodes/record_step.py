@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import StepEnding, StepRecord, TrajectoryState, faster_kernel
 from kernelblaster.kb.errors import KBLookupError
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent
@@ -31,10 +31,9 @@ KB_STATUS: dict[str, OutcomeStatus] = {
 }
 
 
-def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
     ending = state.ending
     assert ending is not None and state.matched is not None, "a step ends before it is recorded"
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
     technique = state.candidate.technique if state.candidate else None
     speedup = state.current.time_ms / ending.after.time_ms if ending.after else None
     record = StepRecord(

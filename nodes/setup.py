@@ -6,24 +6,18 @@ report. The problem's generated `kb_problem.h` is written to the run directory, 
 
 from __future__ import annotations
 
-import re
 import secrets
-from pathlib import Path
 
 from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.run_files import write_text_atomically
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.run_files import run_id_for, write_text_atomically
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import BaselineSummary, OptimizationState
 
-_NOT_IN_RUN_ID = re.compile(r"[^A-Za-z0-9_.-]")
 
-
-def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
-    run_dir = str(Path(runtime.context.run_dir or default_run_dir(state.problem_path, runtime)).resolve())
-    resources = services.for_run(runtime.context, state.problem_path, run_dir)
+def setup(state: OptimizationState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
     files = resources.files
     write_text_atomically(files.header, resources.header)
     with resources.pool.acquire() as evaluator:
@@ -37,18 +31,7 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
                               best_ms=baseline.best_ms)
     compiled = f", torch.compile {summary.compile_ms:.4f} ms" if summary.compile_ms is not None else ""
     write_note(runtime, ProgressNote(node="setup", text=f"PyTorch eager {summary.eager_ms:.4f} ms{compiled}"))
-    return {"run_dir": run_dir, "run_id": unique_run_id(run_dir), "baseline": summary}
-
-
-def default_run_dir(problem_path: str, runtime: Runtime[RunContext]) -> Path:
-    """Where a run started without a run directory (from Studio) keeps its files: one per thread."""
-    thread = runtime.execution_info.thread_id if runtime.execution_info else None
-    return Path("runs") / f"{Path(problem_path).stem}-{(thread or 'run')[:8]}"
-
-
-def run_id_for(run_dir: str) -> str:
-    """The run directory's name, made file-name safe: the run's checkpoint thread."""
-    return _NOT_IN_RUN_ID.sub("_", Path(run_dir).name).lstrip("_.-")[:128] or "run"
+    return {"run_dir": str(files.root), "run_id": unique_run_id(str(files.root)), "baseline": summary}
 
 
 def unique_run_id(run_dir: str) -> str:

@@ -12,17 +12,16 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import Feedback, StepEnding, TokenUsage, TrajectoryState
 from kernelblaster.nodes.kernels import not_judged, soft_verify, verify_feedback, verify_on_gpu
 
 NODE = "verify"
 
 
-def verify(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+def verify(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
     candidate = state.candidate
     assert candidate is not None, "lower wrote a candidate"
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
     files = resources.files
     result = verify_on_gpu(resources, resources.build(files.read(candidate.source), candidate.label))
     files.save(files.result_path(candidate.label, "verify"), result)

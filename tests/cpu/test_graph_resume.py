@@ -21,8 +21,8 @@ from fixtures.graph.scenario import (
 from kernelblaster.graph import api
 from kernelblaster.kb.edits import AddLesson
 from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.nodes.parameter_update import KBUpdate
 from kernelblaster.nodes.perf_gap_analysis import GapAnalysis
-from kernelblaster.nodes.update_kb import KBUpdate
 from kernelblaster.tools.errors import UserFacingError
 
 
