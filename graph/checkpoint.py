@@ -24,7 +24,7 @@ from kernelblaster.kb.selection import SelectedOptimization
 DURABILITY: Literal["sync"] = "sync"
 
 CHECKPOINTED_TYPES: tuple[type, ...] = (
-    state.KernelRef, state.Candidate, state.Feedback, state.StepEnding, state.BaselineSummary,
+    state.KernelRef, state.Candidate, state.Feedback, state.StepEnding, state.StepProgress, state.BaselineSummary,
     state.ProfiledState, state.MatchedState, state.StepRecord, state.TokenUsage, state.LearningNote,
     state.TrajectoryState, SelectedOptimization, OutcomeStats, Category,
 )

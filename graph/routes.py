@@ -1,9 +1,10 @@
 """The graph's branch decisions: each returns the next node (or nodes) from the state and the run context.
 
-The nodes decide what happened (a step's `ending`, its `feedback`); these functions only read it, so each
-branch is one small rule. Every possible target is declared where the edge is added (`graph.graph`). One
-fact lives outside the state: whether the run's token budget is spent (`RunResources.stop_reason`); then
-the trajectory, the iteration loop and the initial retries end, and the run goes to `finish`.
+The nodes decide what happened (the `ending` and `feedback` of `TrajectoryState.this_step`); these
+functions only read it, so each branch is one small rule. Every possible target is declared where the
+edge is added (`graph.graph`). One fact lives outside the state: whether the run's token budget is spent
+(`RunResources.stop_reason`); then the trajectory, the iteration loop and the initial retries end, and the
+run goes to `finish`.
 """
 
 from __future__ import annotations
@@ -50,23 +51,23 @@ def after_learning(state: OptimizationState, runtime: Runtime[RunContext], *,
 
 def after_selection(state: TrajectoryState) -> Literal["lower", "__end__"]:
     """A state with nothing left to try ends the trajectory."""
-    return "lower" if state.choices else END
+    return "lower" if state.this_step.choices else END
 
 
 def after_lowering(state: TrajectoryState) -> Literal["compile", "record_step"]:
-    return "record_step" if state.ending is not None else "compile"
+    return "record_step" if state.this_step.ending is not None else "compile"
 
 
 def after_compile(state: TrajectoryState) -> Literal["verify", "lower", "record_step"]:
-    if state.ending is not None:
+    if state.this_step.ending is not None:
         return "record_step"
-    return "lower" if state.feedback is not None else "verify"
+    return "lower" if state.this_step.feedback is not None else "verify"
 
 
 def after_verify(state: TrajectoryState) -> Literal["evaluate", "lower", "record_step"]:
-    if state.ending is not None:
+    if state.this_step.ending is not None:
         return "record_step"
-    return "lower" if state.feedback is not None else "evaluate"
+    return "lower" if state.this_step.feedback is not None else "evaluate"
 
 
 def after_step(state: TrajectoryState, runtime: Runtime[RunContext], *,

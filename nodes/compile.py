@@ -19,17 +19,19 @@ NODE = "compile"
 
 def compile_candidate(state: TrajectoryState, runtime: Runtime[RunContext], *,
                       resources: RunResources) -> dict[str, object]:
-    candidate = state.candidate
+    step = state.this_step
+    candidate = step.candidate
     assert candidate is not None, "lower wrote a candidate"
     files = resources.files
     built = resources.build(files.read(candidate.source), candidate.label)
     if built.ok:
         write_note(runtime, trajectory_note(NODE, state, "compiled"))
-        return {"feedback": None}
+        return {"this_step": step.replace(feedback=None)}
     assert built.result is not None, "a failed build says why"
     files.save(files.result_path(candidate.label, "build"), built.result)
-    failures = state.compile_failures + 1
+    failures = step.compile_failures + 1
     write_note(runtime, trajectory_note(NODE, state, f"build failed ({failures}): {built.result.summary[:200]}"))
     ending = (StepEnding(outcome="compile_failed", detail=built.result.summary)
               if failures > runtime.context.compile_retries else None)
-    return {"compile_failures": failures, "feedback": compile_feedback(candidate, built.result), "ending": ending}
+    return {"this_step": step.replace(compile_failures=failures, feedback=compile_feedback(candidate, built.result),
+                                      ending=ending)}

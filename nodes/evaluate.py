@@ -11,14 +11,15 @@ from langgraph.runtime import Runtime
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import StepEnding, TrajectoryState
+from kernelblaster.graph.state import Candidate, StepEnding, TrajectoryState
+from kernelblaster.harness.result import EvalResult
 from kernelblaster.nodes.kernels import measure_on_gpu, measured_kernel, not_judged, read_result
 
 NODE = "evaluate"
 
 
 def evaluate(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
-    candidate = state.candidate
+    candidate = state.this_step.candidate
     assert candidate is not None, "lower wrote a candidate"
     files = resources.files
     built = resources.build(files.read(candidate.source), candidate.label)
@@ -26,12 +27,14 @@ def evaluate(state: TrajectoryState, runtime: Runtime[RunContext], *, resources:
     result = measure_on_gpu(resources, built, verified)
     path = files.save(files.result_path(candidate.label, "measure"), result)
     write_note(runtime, trajectory_note(NODE, state, f"{result.verdict}: {result.summary[:200]}"))
+    return {"this_step": state.this_step.replace(ending=_ending(candidate, result, path))}
+
+
+def _ending(candidate: Candidate, result: EvalResult, path: str) -> StepEnding:
     if result.verdict == "ok":
-        return {"ending": StepEnding(outcome="measured", detail=result.summary,
-                                     after=measured_kernel(candidate, result, path))}
+        return StepEnding(outcome="measured", detail=result.summary, after=measured_kernel(candidate, result, path))
     if not_judged(result):
-        return {"ending": StepEnding(outcome="harness_error", detail=result.summary)}
+        return StepEnding(outcome="harness_error", detail=result.summary)
     if result.verdict == "suspicious":
-        return {"ending": StepEnding(outcome="suspicious", detail=result.summary,
-                                     after=measured_kernel(candidate, result, path))}
-    return {"ending": StepEnding(outcome="verify_failed", detail=result.summary)}
+        return StepEnding(outcome="suspicious", detail=result.summary, after=measured_kernel(candidate, result, path))
+    return StepEnding(outcome="verify_failed", detail=result.summary)

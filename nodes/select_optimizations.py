@@ -27,7 +27,7 @@ def select_optimizations(state: TrajectoryState, runtime: Runtime[RunContext], *
                          resources: RunResources) -> dict[str, object]:
     if state.matched is None:
         write_note(runtime, trajectory_note(NODE, state, "no KB state to draw optimizations from"))
-        return {"choices": []}
+        return {"this_step": state.this_step.replace(choices=[])}
     with resources.knowledge_base() as kb:
         kb_state = kb.document.resolve_state(state.matched.state_id)
         choices = [] if kb_state is None else kb.select_optimizations(
@@ -38,7 +38,7 @@ def select_optimizations(state: TrajectoryState, runtime: Runtime[RunContext], *
         )
     text = ", ".join(f"{c.technique} ({c.expected_speedup:.2f}x)" for c in choices) or "nothing left to try"
     write_note(runtime, trajectory_note(NODE, state, text))
-    return {"choices": choices}
+    return {"this_step": state.this_step.replace(choices=choices)}
 
 
 def step_seed(context: RunContext, state: TrajectoryState) -> int:
