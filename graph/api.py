@@ -45,13 +45,13 @@ from kernelblaster.graph.run_files import (
     RunRecord,
     RunStatus,
     RunStatusName,
+    run_id_for,
     write_text_atomically,
 )
 from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import KernelRef, OptimizationInput, TokenUsage
 from kernelblaster.kb.paths import chosen_kb_path
 from kernelblaster.kb.store import KnowledgeBase
-from kernelblaster.nodes.setup import run_id_for
 from kernelblaster.tools.errors import UserFacingError
 
 
@@ -134,7 +134,15 @@ class Run:
         """Start or continue the run (with answers to pending questions, by id) until it finishes or waits.
 
         At the end the run's `status.json` says where it stands (and `question.md` holds the questions it
-        waits on); a run stopped by an error writes `report.md` saying why."""
+        waits on); a run stopped by an error writes `report.md` saying why. When it stops being advanced
+        (finished, waiting for an answer, failed, or no longer read), the run's resources in this process
+        are given back (`Services.release`)."""
+        try:
+            yield from self._advance_exclusively(answers)
+        finally:
+            self.services.release(self.files.root)
+
+    def _advance_exclusively(self, answers: dict[str, str] | None) -> Iterator[Progress]:
         with self.files.exclusive():
             try:
                 yield from self._stream(answers)

@@ -30,7 +30,7 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 CheckpointsPresence = Literal["missing", "empty", "present"]
 
 CHECKPOINTED_TYPES: tuple[type, ...] = (
-    state.KernelRef, state.Candidate, state.Feedback, state.StepEnding, state.BaselineSummary,
+    state.KernelRef, state.Candidate, state.Feedback, state.StepEnding, state.StepProgress, state.BaselineSummary,
     state.ProfiledState, state.MatchedState, state.StepRecord, state.TokenUsage, state.LearningNote,
     state.TrajectoryState, SelectedOptimization, OutcomeStats, Category,
 )

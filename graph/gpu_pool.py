@@ -42,6 +42,14 @@ class GpuPool(Generic[W]):
                 self._idle.append(gpu)
                 self._changed.notify()
 
+    def take_workers(self) -> list[W]:
+        """Hand over every worker made so far and forget them (the work they served is over); a later job
+        makes a new one."""
+        with self._changed:
+            workers = list(self._workers.values())
+            self._workers.clear()
+        return workers
+
     def any_worker(self) -> W:
         """A worker for work that needs no GPU (compiling); made on a held GPU if there is none yet."""
         if self._workers:

@@ -3,8 +3,8 @@
     setup -> write_initial -> check_initial --(failed, tries left)--> write_initial
                                             --(no valid kernel)--> finish
                                             --> start_iteration --(Send x W)--> trajectory
-    trajectory -> policy_evaluation -> perf_gap_analysis -> update_kb --(iterations left)--> start_iteration
-                                                                      --> finish -> END
+    trajectory -> policy_evaluation -> perf_gap_analysis -> parameter_update --(iterations left)--> start_iteration
+                                                                             --> finish -> END
 
 Each trajectory (a subgraph, one per `Send`, run in parallel) takes up to L steps from the best kernel:
 
@@ -16,17 +16,21 @@ Each trajectory (a subgraph, one per `Send`, run in parallel) takes up to L step
 
 A run whose token budget is spent ends cleanly: its trajectories stop after their current step, and the
 initial retries and the iteration loop go to `finish`, whose report says why.
+
+Nodes and routes are given their run's `RunResources` (`graph.services`); `finish` gives them back.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.routes import (
@@ -48,32 +52,35 @@ from kernelblaster.nodes.extract_state import extract_state
 from kernelblaster.nodes.finish import finish
 from kernelblaster.nodes.lower import lower
 from kernelblaster.nodes.match_state import match_state
+from kernelblaster.nodes.parameter_update import parameter_update
 from kernelblaster.nodes.perf_gap_analysis import perf_gap_analysis
 from kernelblaster.nodes.policy_evaluation import policy_evaluation
 from kernelblaster.nodes.record_step import record_step
 from kernelblaster.nodes.select_optimizations import select_optimizations
 from kernelblaster.nodes.setup import setup
 from kernelblaster.nodes.start_iteration import start_iteration
-from kernelblaster.nodes.update_kb import update_kb
 from kernelblaster.nodes.verify import verify
 from kernelblaster.nodes.write_initial import write_initial
 
 # 100 iterations of 64-step trajectories with 10 + 10 retries per step stay below this many super-steps.
 RECURSION_LIMIT = 10_000
 
+# A node or a route: (state, runtime, *, resources) -> the state update, or where to go next.
+Node = Callable[..., Any]
+
 
 def build_trajectory_graph(services: Services) -> CompiledStateGraph:
     """One trajectory: up to L optimization steps, each with its compile and verify retries."""
-    with_services = _binder(services)
+    with_resources = _binder(services)
     graph = StateGraph(TrajectoryState, context_schema=RunContext, output_schema=TrajectoryOutput)
-    graph.add_node("extract_state", with_services(extract_state))
-    graph.add_node("match_state", with_services(match_state))
-    graph.add_node("select_optimizations", with_services(select_optimizations))
-    graph.add_node("lower", with_services(lower))
-    graph.add_node("compile", with_services(compile_candidate))
-    graph.add_node("verify", with_services(verify))
-    graph.add_node("evaluate", with_services(evaluate))
-    graph.add_node("record_step", with_services(record_step))
+    graph.add_node("extract_state", with_resources(extract_state))
+    graph.add_node("match_state", with_resources(match_state))
+    graph.add_node("select_optimizations", with_resources(select_optimizations))
+    graph.add_node("lower", with_resources(lower))
+    graph.add_node("compile", with_resources(compile_candidate))
+    graph.add_node("verify", with_resources(verify))
+    graph.add_node("evaluate", with_resources(evaluate))
+    graph.add_node("record_step", with_resources(record_step))
 
     graph.add_edge(START, "extract_state")
     graph.add_edge("extract_state", "match_state")
@@ -83,42 +90,63 @@ def build_trajectory_graph(services: Services) -> CompiledStateGraph:
     graph.add_conditional_edges("compile", after_compile, ["verify", "lower", "record_step"])
     graph.add_conditional_edges("verify", after_verify, ["evaluate", "lower", "record_step"])
     graph.add_edge("evaluate", "record_step")
-    graph.add_conditional_edges("record_step", with_services(after_step), ["extract_state", END])
+    graph.add_conditional_edges("record_step", with_resources(after_step), ["extract_state", END])
     return graph.compile(name="trajectory")
 
 
 def build_graph(services: Services | None = None) -> StateGraph:
     """The whole run, uncompiled (compile it with a checkpointer: `graph.checkpoint`, `graph.api`)."""
     services = services or Services()
-    with_services = _binder(services)
+    with_resources = _binder(services)
     graph = StateGraph(OptimizationState, context_schema=RunContext, input_schema=OptimizationInput)
-    graph.add_node("setup", with_services(setup))
-    graph.add_node("write_initial", with_services(write_initial))
-    graph.add_node("check_initial", with_services(check_initial))
+    # `setup` checks what the run needs and copies its inputs before the run's resources may exist.
+    graph.add_node("setup", functools.partial(setup, services=services))
+    graph.add_node("write_initial", with_resources(write_initial))
+    graph.add_node("check_initial", with_resources(check_initial))
     graph.add_node("start_iteration", start_iteration)
     graph.add_node("trajectory", build_trajectory_graph(services))
-    graph.add_node("policy_evaluation", with_services(policy_evaluation))
-    graph.add_node("perf_gap_analysis", with_services(perf_gap_analysis))
-    graph.add_node("update_kb", with_services(update_kb))
-    graph.add_node("finish", with_services(finish))
+    graph.add_node("policy_evaluation", with_resources(policy_evaluation))
+    graph.add_node("perf_gap_analysis", with_resources(perf_gap_analysis))
+    graph.add_node("parameter_update", with_resources(parameter_update))
+    graph.add_node("finish", _releasing(services, finish))
 
     graph.add_edge(START, "setup")
     graph.add_edge("setup", "write_initial")
     graph.add_edge("write_initial", "check_initial")
-    graph.add_conditional_edges("check_initial", with_services(after_initial_check),
+    graph.add_conditional_edges("check_initial", with_resources(after_initial_check),
                                 ["start_iteration", "write_initial", "finish"])
     graph.add_conditional_edges("start_iteration", fan_out_trajectories, ["trajectory"])
     graph.add_edge("trajectory", "policy_evaluation")
     graph.add_edge("policy_evaluation", "perf_gap_analysis")
-    graph.add_edge("perf_gap_analysis", "update_kb")
-    graph.add_conditional_edges("update_kb", with_services(after_learning), ["start_iteration", "finish"])
+    graph.add_edge("perf_gap_analysis", "parameter_update")
+    graph.add_conditional_edges("parameter_update", with_resources(after_learning), ["start_iteration", "finish"])
     graph.add_edge("finish", END)
     return graph
 
 
-def _binder(services: Services) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Give a node (or a route) the services it talks to; LangGraph passes it the state and the runtime."""
-    return lambda node: functools.partial(node, services=services)
+def _binder(services: Services) -> Callable[[Node], Node]:
+    """Give a node (or a route) its run's resources; LangGraph passes it the state and the runtime."""
+
+    def bind(node: Node) -> Node:
+        def with_resources(state: Any, runtime: Runtime[RunContext]) -> Any:
+            return node(state, runtime, resources=services.resources(runtime, state))
+
+        return with_resources
+
+    return bind
+
+
+def _releasing(services: Services, node: Node) -> Node:
+    """The run's last node, given its resources and giving them back when it is done, however it ends."""
+
+    def then_release(state: OptimizationState, runtime: Runtime[RunContext]) -> Any:
+        resources = services.resources(runtime, state)
+        try:
+            return node(state, runtime, resources=resources)
+        finally:
+            services.release(resources.files.root)
+
+    return then_release
 
 
 def compile_graph(services: Services | None = None,
@@ -129,6 +157,11 @@ def compile_graph(services: Services | None = None,
     return graph.with_config(recursion_limit=RECURSION_LIMIT)
 
 
-def studio_graph() -> CompiledStateGraph:
-    """The graph `langgraph dev` serves (see langgraph.json); the server brings its own checkpointer."""
-    return compile_graph()
+@contextmanager
+def studio_graph() -> Iterator[CompiledStateGraph]:
+    """The graph `langgraph dev` serves (see langgraph.json); the server brings its own checkpointer.
+
+    The server enters this for each request and leaves it when the request is done, so a run it drives
+    gives its resources back however it ends (finished, failed, interrupted, cancelled)."""
+    with Services() as services:
+        yield compile_graph(services)

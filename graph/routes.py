@@ -1,9 +1,10 @@
 """The graph's branch decisions: each returns the next node (or nodes) from the state and the run context.
 
-The nodes decide what happened (a step's `ending`, its `feedback`); these functions only read it, so each
-branch is one small rule. Every possible target is declared where the edge is added (`graph.graph`). One
-fact lives outside the state: whether the run's token budget is spent (`RunResources.stop_reason`); then
-the trajectory, the iteration loop and the initial retries end, and the run goes to `finish`.
+The nodes decide what happened (the `ending` and `feedback` of `TrajectoryState.this_step`); these
+functions only read it, so each branch is one small rule. Every possible target is declared where the
+edge is added (`graph.graph`). One fact lives outside the state: whether the run's token budget is spent
+(`RunResources.stop_reason`); then the trajectory, the iteration loop and the initial retries end, and the
+run goes to `finish`.
 """
 
 from __future__ import annotations
@@ -15,17 +16,13 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import OptimizationState, TrajectoryState
 
 
-def out_of_budget(services: Services, runtime: Runtime[RunContext], state: OptimizationState | TrajectoryState) -> bool:
-    return services.for_run(runtime.context, state.problem_path, state.run_dir).stop_reason() is not None
-
-
 def after_initial_check(state: OptimizationState, runtime: Runtime[RunContext], *,
-                        services: Services) -> Literal["start_iteration", "write_initial", "finish"]:
-    if out_of_budget(services, runtime, state):
+                        resources: RunResources) -> Literal["start_iteration", "write_initial", "finish"]:
+    if resources.stop_reason() is not None:
         return "finish"
     if state.initial is not None:
         return "start_iteration"
@@ -46,36 +43,36 @@ def fan_out_trajectories(state: OptimizationState, runtime: Runtime[RunContext])
 
 
 def after_learning(state: OptimizationState, runtime: Runtime[RunContext], *,
-                   services: Services) -> Literal["start_iteration", "finish"]:
-    if out_of_budget(services, runtime, state):
+                   resources: RunResources) -> Literal["start_iteration", "finish"]:
+    if resources.stop_reason() is not None:
         return "finish"
     return "start_iteration" if state.iteration + 1 < runtime.context.iterations else "finish"
 
 
 def after_selection(state: TrajectoryState) -> Literal["lower", "__end__"]:
     """A state with nothing left to try ends the trajectory."""
-    return "lower" if state.choices else END
+    return "lower" if state.this_step.choices else END
 
 
 def after_lowering(state: TrajectoryState) -> Literal["compile", "record_step"]:
-    return "record_step" if state.ending is not None else "compile"
+    return "record_step" if state.this_step.ending is not None else "compile"
 
 
 def after_compile(state: TrajectoryState) -> Literal["verify", "lower", "record_step"]:
-    if state.ending is not None:
+    if state.this_step.ending is not None:
         return "record_step"
-    return "lower" if state.feedback is not None else "verify"
+    return "lower" if state.this_step.feedback is not None else "verify"
 
 
 def after_verify(state: TrajectoryState) -> Literal["evaluate", "lower", "record_step"]:
-    if state.ending is not None:
+    if state.this_step.ending is not None:
         return "record_step"
-    return "lower" if state.feedback is not None else "evaluate"
+    return "lower" if state.this_step.feedback is not None else "evaluate"
 
 
 def after_step(state: TrajectoryState, runtime: Runtime[RunContext], *,
-               services: Services) -> Literal["extract_state", "__end__"]:
+               resources: RunResources) -> Literal["extract_state", "__end__"]:
     """Go on until the trajectory is L steps deep, or stop early when it keeps failing or the budget is spent."""
     if state.step >= runtime.context.depth or state.failed_steps >= runtime.context.max_failed_steps:
         return END
-    return END if out_of_budget(services, runtime, state) else "extract_state"
+    return END if resources.stop_reason() is not None else "extract_state"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -25,6 +26,9 @@ from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import write_atomically
 
 RunStatusName = Literal["created", "running", "waiting_for_answer", "finished", "stopped", "failed"]
+
+RUNS_DIRECTORY = Path("runs")
+_NOT_IN_RUN_ID = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class RunRecord(BaseModel):
@@ -74,6 +78,16 @@ class RunFileDamaged(UserFacingError):
                       f"`{new_run} --init {best}`" if best else
                       f"the run has no correct kernel yet to start from: start a new run with `{new_run}`")
         super().__init__(f"{path} is damaged ({detail}) and is left as it is; {what_to_do}")
+
+
+def default_run_dir(problem_path: str, thread_id: str | None) -> Path:
+    """Where a run started without a run directory (from Studio) keeps its files: one per thread."""
+    return RUNS_DIRECTORY / f"{Path(problem_path).stem}-{(thread_id or 'run')[:8]}"
+
+
+def run_id_for(run_dir: str) -> str:
+    """The run directory's name, made file-name safe: the run's checkpoint thread."""
+    return _NOT_IN_RUN_ID.sub("_", Path(run_dir).name).lstrip("_.-")[:128] or "run"
 
 
 def source_sha256(source: str) -> str:

@@ -4,6 +4,13 @@ objects the nodes share in one process (`RunResources`).
 `Services` is what a caller may replace: tests and the scripted end-to-end run pass their own chat models
 (and, on CPU, an evaluator that replays recorded results); everyone else gets `ChatOpenAI` and the harness.
 A suite runner passes the `TokenBudget` its runs share.
+
+A run's resources hold GPU memory (the harness keeps reference outputs on the GPU), so they live only
+while the run is being advanced: made on the first node that needs them, given back by `release` when the
+run ends (the `finish` node), stops on an error, or pauses for a person's answer (`graph.api` releases
+them whenever it stops advancing a run; a `with Services() as services:` block releases every run it
+served, which is how `graph.graph.studio_graph` scopes each request of `langgraph dev`). A run advanced
+again gets them anew.
 """
 
 from __future__ import annotations
@@ -12,11 +19,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Self
 
 from langchain_core.language_models import BaseChatModel
+from langgraph.runtime import Runtime
 
-from kernelblaster.graph.agents import Agent, AnswerJournal
+from kernelblaster.graph.agents import Agent, Answer, AnswerJournal, Question, T
 from kernelblaster.graph.budget import TokenBudget, gate_for
 from kernelblaster.graph.context import Role, RunContext
 from kernelblaster.graph.endpoint import EndpointLink, RetryPolicy
@@ -26,7 +34,7 @@ from kernelblaster.graph.human import HumanAgent
 from kernelblaster.graph.llm import ChatAgent, RunAgents, chat_model, check_endpoint, endpoint_url
 from kernelblaster.graph.quirks import EndpointQuirks
 from kernelblaster.graph.recording import ExchangeRecorder, ReplayLink, recorded_tokens
-from kernelblaster.graph.run_files import RunFiles, source_sha256
+from kernelblaster.graph.run_files import RunFiles, default_run_dir, source_sha256
 from kernelblaster.harness.evaluate import EvalOptions
 from kernelblaster.harness.problem import Problem, load_problem
 from kernelblaster.harness.profile import ProfileOutcome
@@ -60,6 +68,9 @@ class Evaluator(Protocol):
     def baseline(self) -> BaselineTiming: ...
 
     def profile_baseline(self) -> ProfileOutcome: ...
+
+    def close(self) -> None:
+        """Give back what the evaluator holds on its GPU; it is not used again."""
 
 
 class ChatModels(Protocol):
@@ -134,7 +145,11 @@ class RunResources:
         # are not shared safely between the threads that run parallel trajectories.
         self._kb_lock = threading.Lock()
 
-    def agent(self, role: Role) -> Agent:
+    def ask(self, question: Question[T]) -> Answer[T]:
+        """The answer of the question's role (`AgentFailed` if there is none to be had)."""
+        return self._agent(question.role).ask(question)
+
+    def _agent(self, role: Role) -> Agent:
         if self.context.llm == "human":
             return HumanAgent(self.context.answer_retries)
         return ChatAgent(role, self._link(role), self.agents)
@@ -170,9 +185,23 @@ class RunResources:
                 self._kb = KnowledgeBase.open(self.context.kb_path)
             yield self._kb
 
+    def close(self) -> None:
+        """Give back the evaluators' GPU memory and forget the builds and the KB; the run is over (for now)."""
+        for evaluator in self.pool.take_workers():
+            evaluator.close()
+        self._builds.clear()
+        self._kb = None
+
+
+class RunLocation(Protocol):
+    """Where a run's state says it is: its problem and (once `setup` has run) its directory."""
+
+    problem_path: str
+    run_dir: str
+
 
 class Services:
-    """Chat models and evaluators for the graph, and the `RunResources` of each run it executes."""
+    """Chat models and evaluators for the graph, and the `RunResources` of each run it is advancing."""
 
     def __init__(self, chat_models: ChatModels | None = None, evaluators: EvaluatorFactory | None = None,
                  token_budget: TokenBudget | None = None) -> None:
@@ -189,12 +218,40 @@ class Services:
         if missing:
             raise UserFacingError(f"cannot run here: the run needs {'; '.join(missing)}")
 
-    def for_run(self, context: RunContext, problem_path: str, run_dir: str) -> RunResources:
-        """The resources of the run in `context.run_dir` (else `run_dir`, where a Studio run keeps its files);
-        a relative `problem_path` is the run's own copy, in that directory."""
-        files = RunFiles(Path(context.run_dir or run_dir).resolve())
+    def resources(self, runtime: Runtime[RunContext], state: RunLocation) -> RunResources:
+        """The resources of the run a node is working for (its directory: the context's, else the state's,
+        else one for the thread of a run started in Studio without one)."""
+        thread = runtime.execution_info.thread_id if runtime.execution_info else None
+        run_dir = runtime.context.run_dir or state.run_dir or str(default_run_dir(state.problem_path, thread))
+        return self.for_run(runtime.context, state.problem_path, run_dir)
+
+    def for_run(self, context: RunContext, problem_path: str, run_dir: str | Path) -> RunResources:
+        """The resources of the run in `run_dir`, made on first use and kept until `release`; a relative
+        `problem_path` is the run's own copy, in that directory."""
+        files = RunFiles(Path(run_dir).resolve())
         with self._lock:
             if files.root not in self._runs:
                 self._runs[files.root] = RunResources(context, load_problem(files.path(problem_path)), files,
                                                       self.chat_models, self.evaluators, self.token_budget)
             return self._runs[files.root]
+
+    def release(self, run_dir: str | Path) -> None:
+        """Give back the resources of the run in `run_dir` (nothing if it holds none); call it once nothing
+        works for that run any more."""
+        with self._lock:
+            resources = self._runs.pop(Path(run_dir).resolve(), None)
+        if resources is not None:
+            resources.close()
+
+    def close(self) -> None:
+        """Release every run's resources."""
+        with self._lock:
+            held = list(self._runs)
+        for run_dir in held:
+            self.release(run_dir)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

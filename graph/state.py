@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 
@@ -19,12 +19,18 @@ from kernelblaster.kb.selection import SelectedOptimization
 # `harness_error`: the harness could not judge the candidate (twice): in the replay buffer, never in the KB.
 StepOutcome = Literal["measured", "suspicious", "compile_failed", "verify_failed", "crashed", "llm_failed",
                       "harness_error"]
+# The textual gradient's three stages, each a node asking the role of the same name.
+LearningStage = Literal["policy_evaluation", "perf_gap_analysis", "parameter_update"]
 
 
 class Value(BaseModel):
     """Base of the state's value types: immutable, so a node can only replace them, never edit them."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def replace(self, **changes: object) -> Self:
+        """A copy with `changes`, checked as a new value is (a misspelt field is an error, not a new one)."""
+        return type(self)(**(dict(self) | changes))
 
 
 class KernelRef(Value):
@@ -63,6 +69,21 @@ class StepEnding(Value):
     outcome: StepOutcome
     detail: str
     after: KernelRef | None = None
+
+
+class StepProgress(Value):
+    """The step in progress: the optimizations drawn for it, the candidate the lowering agent wrote, its
+    attempts and failures so far, its last failure as the agent is shown it, and how the step ended.
+
+    A step starts from an empty one (`StepProgress()`), so nothing of the last step leaks into the next."""
+
+    choices: list[SelectedOptimization] = []
+    candidate: Candidate | None = None
+    feedback: Feedback | None = None
+    attempts: int = 0
+    compile_failures: int = 0
+    verify_failures: int = 0
+    ending: StepEnding | None = None
 
 
 class BaselineSummary(Value):
@@ -144,7 +165,7 @@ class LearningNote(Value):
     """The outcome of one learning stage of an iteration, with the file holding its full text."""
 
     iteration: int
-    stage: Literal["policy_evaluation", "perf_gap_analysis", "update_kb"]
+    stage: LearningStage
     summary: str
     path: str | None
 
@@ -197,7 +218,8 @@ class TrajectoryOutput:
 
 @dataclass(kw_only=True)
 class TrajectoryState(TrajectoryOutput):
-    """One trajectory: the kernel it stands on, the step in progress, and its attempts so far."""
+    """One trajectory: the kernel it stands on and what it knows of it, the step in progress (`this_step`),
+    and what its steps so far tell the next one (techniques tried on this kernel, failed steps in a row)."""
 
     run_dir: str
     run_id: str
@@ -208,13 +230,7 @@ class TrajectoryState(TrajectoryOutput):
     step: int = 0
     profiled: ProfiledState | None = None
     matched: MatchedState | None = None
-    choices: list[SelectedOptimization] = field(default_factory=list)
-    candidate: Candidate | None = None
-    feedback: Feedback | None = None
-    attempts: int = 0
-    compile_failures: int = 0
-    verify_failures: int = 0
-    ending: StepEnding | None = None
+    this_step: StepProgress = field(default_factory=StepProgress)
     tried: list[str] = field(default_factory=list)
     failed_steps: int = 0
 
@@ -226,4 +242,4 @@ class TrajectoryState(TrajectoryOutput):
     @property
     def next_attempt_label(self) -> str:
         """Names the next lowering attempt's files and journal entries."""
-        return f"{self.step_label}-a{self.attempts}"
+        return f"{self.step_label}-a{self.this_step.attempts}"

@@ -34,21 +34,6 @@ def _check(status: int, call: str) -> None:
         raise RuntimeError(f"{call} failed with CUresult {status}")
 
 
-def ipc_handle_of(tensor: torch.Tensor) -> tuple[str, int]:
-    """IPC handle (hex) of the allocation holding a CUDA tensor, and the tensor's byte offset in it.
-
-    The handle names the whole allocation (its base from cuMemGetAddressRange), so whoever opens it can
-    reach every tensor in that allocation: use this only for buffers meant to be shared together.
-    """
-    cuda = _libcuda()
-    base, size = ctypes.c_uint64(), ctypes.c_size_t()
-    _check(cuda.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(tensor.data_ptr())),
-           "cuMemGetAddressRange")
-    handle = (ctypes.c_ubyte * _IPC_HANDLE_BYTES)()
-    _check(cuda.cuIpcGetMemHandle(handle, base), "cuIpcGetMemHandle")
-    return bytes(handle).hex(), tensor.data_ptr() - base.value
-
-
 class _ByteView:
     """Exposes a raw device pointer through __cuda_array_interface__ as bytes, for torch.as_tensor."""
 

@@ -182,6 +182,13 @@ class CandidateEvaluator:
         return profile_pytorch(self.problem.path, self._require_gpu(), self.options.precision, workdir,
                                BASELINE_PROFILE_TIMEOUT_S)
 
+    def close(self) -> None:
+        """Give back the GPU memory the evaluator holds (its reference outputs, and PyTorch's cached blocks);
+        the run it served is over. Using it again computes the references again."""
+        self.__dict__.pop("references", None)  # a cached_property: deleting it drops the cache
+        if torch.cuda.is_initialized():
+            _release_gpu_memory()
+
     # -- what is made once --------------------------------------------------------------------------------
     @cached_property
     def sandbox(self) -> Sandbox | None:
@@ -367,7 +374,8 @@ def _warm_quietly(references: ReferenceCache) -> None:
 
 
 def _release_gpu_memory() -> None:
-    """After a failure (an out-of-memory one above all), give PyTorch's cached blocks back to the device."""
+    """Give PyTorch's cached blocks back to the device: after a failure (an out-of-memory one above all),
+    and when an evaluator is closed."""
     gc.collect()
     with contextlib.suppress(RuntimeError):  # a broken context: the next evaluation reports it
         torch.cuda.empty_cache()

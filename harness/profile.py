@@ -12,7 +12,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from kernelblaster.harness.signature import SIGNATURE_FIELDS, describe_signature, signature_from_report
-from kernelblaster.tools.ncu import NcuReport, parse_details_csv, render_findings
+from kernelblaster.tools.ncu_findings import render_findings
+from kernelblaster.tools.ncu_report import NcuReport, parse_details_csv
 
 DEFAULT_FINDINGS_CHARS = 4000
 

@@ -16,15 +16,9 @@ from kernelblaster.harness.profile import ProfileOutcome, ProfileUnavailable, bu
 from kernelblaster.harness.timing import flush_bytes
 from kernelblaster.tools.driver_process import DriverError, DriverProgram, DriverSession, TensorSet
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.ncu import (
-    ToolUnavailable,
-    check_ncu_run,
-    export_details,
-    locate_ncu,
-    profile_command,
-    profile_prefix,
-)
+from kernelblaster.tools.ncu import check_ncu_run, export_details, locate_ncu, profile_command, profile_prefix
 from kernelblaster.tools.sandbox import Sandbox, SandboxView
+from kernelblaster.tools.toolkit import ToolUnavailable
 
 PROFILE_WARMUP = 3
 # ncu replays every kernel once per metric pass (about 20 for these sections), so a call costs far more.

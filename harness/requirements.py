@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.ncu import ToolUnavailable, locate_ncu
+from kernelblaster.tools.ncu import locate_ncu
 from kernelblaster.tools.nvcc import find_nvcc
 from kernelblaster.tools.sandbox import UNSAFE_FLAG, probe_sandbox
+from kernelblaster.tools.toolkit import ToolUnavailable
 
 
 def visible_gpu_count() -> int:

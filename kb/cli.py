@@ -1,4 +1,4 @@
-"""`kernelblaster kb ...`: create, inspect, export, import, re-index and compare knowledge bases.
+"""`kernelblaster kb ...`: create, inspect, export, import, re-index, compare and restore knowledge bases.
 
 Every command but `init` works on an existing KB (`--kb`, `$KERNELBLASTER_KB`, or the default KB, which
 the seed fills on first use): a mistyped path is an error, never a new KB.
@@ -10,6 +10,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from pydantic import Field
 
 from kernelblaster.kb.paths import KB_PATH_VARIABLE
 from kernelblaster.tools.errors import UserFacingError
@@ -43,6 +45,11 @@ class InitOptions(Options):
     as_json: bool = False
 
 
+class RestoreOptions(KBOptions):
+    run_id: str | None = None
+    iteration: int | None = Field(default=None, ge=1)
+
+
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add the `kb` command and its sub-commands."""
     parser = subparsers.add_parser("kb", help="create, inspect and maintain the knowledge base")
@@ -72,6 +79,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     diff.add_argument("before", help="the older KB file (a snapshot, an export)")
     diff.add_argument("after", nargs="?", help="the newer KB file (default: the KB)")
     _add_kb_flags(diff)
+    restore = add_command(commands, "restore", options=RestoreOptions, run=run_restore,
+                          help="make the KB what it was after an iteration of a run (its snapshot)")
+    restore.add_argument("run_id", nargs="?", help="the run's id, as its report names it (default: list the "
+                         "snapshots kept)")
+    restore.add_argument("iteration", nargs="?", help="restore the KB as it was after this iteration, counted "
+                         "from 1 as in the run's report (default: the run's last)")
+    _add_kb_flags(restore)
 
 
 def _add_kb_flags(parser: argparse.ArgumentParser) -> None:
@@ -165,6 +179,32 @@ def run_diff(options: DiffOptions) -> int:
     after = read_document(options.after) if options.after else KnowledgeBase.open(options.kb).document
     diff = diff_documents(before, after)
     print(diff.model_dump_json(indent=1) if options.as_json else format_diff(diff))
+    return 0
+
+
+def run_restore(options: RestoreOptions) -> int:
+    """Snapshots are numbered from 0 on disk; here, as in reports and progress lines, from 1."""
+    from kernelblaster.kb.store import KnowledgeBase
+
+    kb = KnowledgeBase.open(options.kb)
+    saved = {run: [i + 1 for i in iterations] for run, iterations in kb.snapshots().items()}
+    listing = "\n".join(f"{run}: after iteration {', '.join(map(str, its))}" for run, its in saved.items())
+    if options.run_id is None:
+        print(json.dumps({"snapshots": saved}) if options.as_json else
+              listing or f"no snapshots of {kb.path} are kept")
+        return 0
+    iterations = saved.get(options.run_id, [])
+    iteration = options.iteration if options.iteration is not None else max(iterations, default=0)
+    if iteration not in iterations:
+        missing = f"after iteration {iteration} of" if iterations else "of"
+        raise UserFacingError(f"{kb.path}: no snapshot {missing} run {options.run_id} is kept (kept: "
+                              f"{listing.replace(chr(10), '; ') or 'none'})")
+    backup = kb.back_up("pre-restore")
+    kb.restore_snapshot(options.run_id, iteration - 1)
+    summary = {"restored": str(kb.path), "run_id": options.run_id, "iteration": iteration,
+               "previous_kept_as": str(backup)}
+    _report(options, summary, f"restored {kb.path} to what it was after iteration {iteration} of run "
+                              f"{options.run_id} (previous KB kept as {backup})")
     return 0
 
 

@@ -57,8 +57,13 @@ def index_directory_for(kb_path: Path) -> Path:
     return kb_path.with_name(kb_path.stem + ".chroma")
 
 
+def snapshot_folder_for(kb_path: Path) -> Path:
+    """Where the KB's snapshots are kept, one folder per run: `kb.json` -> `kb.snapshots/`."""
+    return kb_path.with_name(kb_path.stem + ".snapshots")
+
+
 def snapshot_path_for(kb_path: Path, run_id: str, iteration: int) -> Path:
-    return kb_path.with_name(kb_path.stem + ".snapshots") / run_id / f"iteration-{iteration:04d}.json"
+    return snapshot_folder_for(kb_path) / run_id / f"iteration-{iteration:04d}.json"
 
 
 def backup_path_for(kb_path: Path, label: str) -> Path:

@@ -27,6 +27,7 @@ from kernelblaster.kb.paths import (
     index_directory_for,
     resolve_kb_path,
     seed_kb_bytes,
+    snapshot_folder_for,
     snapshot_path_for,
 )
 from kernelblaster.kb.pruning import DEFAULT_POLICY as DEFAULT_PRUNE_POLICY
@@ -192,11 +193,18 @@ class KnowledgeBase:
             write_atomically(target, encode(self._document))
         return target
 
+    def snapshots(self) -> dict[str, list[int]]:
+        """The snapshots kept beside the KB: for each run id, the iterations it saved, in order."""
+        saved: dict[str, list[int]] = {}
+        for path in sorted(snapshot_folder_for(self.path).glob("*/iteration-*.json")):
+            saved.setdefault(path.parent.name, []).append(int(path.stem.removeprefix("iteration-")))
+        return saved
+
     def restore_snapshot(self, run_id: str, iteration: int) -> None:
         """Make the KB what it was when `write_snapshot(run_id, iteration)` was called."""
-        source = snapshot_path_for(self.path, _checked_run_id(run_id), iteration)
-        if not source.exists():
-            raise KBFileError(source, f"no snapshot of run {run_id} iteration {iteration}")
+        if iteration not in self.snapshots().get(run_id, []):
+            raise KBFileError(snapshot_folder_for(self.path), f"no snapshot of run {run_id} iteration {iteration}")
+        source = snapshot_path_for(self.path, run_id, iteration)
         self.replace_document(decode(source, _read_bytes(source)).document)
 
     def _change(self, change: Callable[[KBDocument], _Result]) -> _Result:

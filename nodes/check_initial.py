@@ -11,7 +11,7 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.services import BuiltCandidate, RunResources, Services
+from kernelblaster.graph.services import BuiltCandidate, RunResources
 from kernelblaster.graph.state import Candidate, Feedback, OptimizationState, TokenUsage
 from kernelblaster.harness.result import EvalResult
 from kernelblaster.nodes.kernels import (
@@ -29,11 +29,10 @@ NODE = "check_initial"
 
 
 def check_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
-                  services: Services) -> dict[str, object]:
+                  resources: RunResources) -> dict[str, object]:
     draft = state.draft
     if draft is None:
         return _failed(runtime, state, None, "the lowering agent gave no usable initial CUDA", [])
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
     files = resources.files
     built = resources.build(files.read(draft.source), draft.label)
     if not built.ok:

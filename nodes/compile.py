@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import StepEnding, TrajectoryState
 from kernelblaster.nodes.kernels import compile_feedback
 
@@ -18,19 +18,20 @@ NODE = "compile"
 
 
 def compile_candidate(state: TrajectoryState, runtime: Runtime[RunContext], *,
-                      services: Services) -> dict[str, object]:
-    candidate = state.candidate
+                      resources: RunResources) -> dict[str, object]:
+    step = state.this_step
+    candidate = step.candidate
     assert candidate is not None, "lower wrote a candidate"
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
     files = resources.files
     built = resources.build(files.read(candidate.source), candidate.label)
     if built.ok:
         write_note(runtime, trajectory_note(NODE, state, "compiled"))
-        return {"feedback": None}
+        return {"this_step": step.replace(feedback=None)}
     assert built.result is not None, "a failed build says why"
     files.save(files.result_path(candidate.label, "build"), built.result)
-    failures = state.compile_failures + 1
+    failures = step.compile_failures + 1
     write_note(runtime, trajectory_note(NODE, state, f"build failed ({failures}): {built.result.summary[:200]}"))
     ending = (StepEnding(outcome="compile_failed", detail=built.result.summary)
               if failures > runtime.context.compile_retries else None)
-    return {"compile_failures": failures, "feedback": compile_feedback(candidate, built.result), "ending": ending}
+    return {"this_step": step.replace(compile_failures=failures, feedback=compile_feedback(candidate, built.result),
+                                      ending=ending)}

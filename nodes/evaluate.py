@@ -10,29 +10,31 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import Services
-from kernelblaster.graph.state import StepEnding, TrajectoryState
+from kernelblaster.graph.services import RunResources
+from kernelblaster.graph.state import Candidate, StepEnding, TrajectoryState
+from kernelblaster.harness.result import EvalResult
 from kernelblaster.nodes.kernels import measure_on_gpu, measured_kernel, not_judged, read_result
 
 NODE = "evaluate"
 
 
-def evaluate(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
-    candidate = state.candidate
+def evaluate(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
+    candidate = state.this_step.candidate
     assert candidate is not None, "lower wrote a candidate"
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
     files = resources.files
     built = resources.build(files.read(candidate.source), candidate.label)
     verified = read_result(files, files.result_path(candidate.label, "verify"))
     result = measure_on_gpu(resources, built, verified)
     path = files.save(files.result_path(candidate.label, "measure"), result)
     write_note(runtime, trajectory_note(NODE, state, f"{result.verdict}: {result.summary[:200]}"))
+    return {"this_step": state.this_step.replace(ending=_ending(candidate, result, path))}
+
+
+def _ending(candidate: Candidate, result: EvalResult, path: str) -> StepEnding:
     if result.verdict == "ok":
-        return {"ending": StepEnding(outcome="measured", detail=result.summary,
-                                     after=measured_kernel(candidate, result, path))}
+        return StepEnding(outcome="measured", detail=result.summary, after=measured_kernel(candidate, result, path))
     if not_judged(result):
-        return {"ending": StepEnding(outcome="harness_error", detail=result.summary)}
+        return StepEnding(outcome="harness_error", detail=result.summary)
     if result.verdict == "suspicious":
-        return {"ending": StepEnding(outcome="suspicious", detail=result.summary,
-                                     after=measured_kernel(candidate, result, path))}
-    return {"ending": StepEnding(outcome="verify_failed", detail=result.summary)}
+        return StepEnding(outcome="suspicious", detail=result.summary, after=measured_kernel(candidate, result, path))
+    return StepEnding(outcome="verify_failed", detail=result.summary)

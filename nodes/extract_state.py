@@ -13,11 +13,10 @@ from pydantic import BaseModel, Field
 from kernelblaster.graph.agents import AgentFailed
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import RunResources, Services
-from kernelblaster.graph.state import KernelRef, ProfiledState, TokenUsage, TrajectoryState
-from kernelblaster.harness.profile import ProfileReport
+from kernelblaster.graph.services import RunResources
+from kernelblaster.graph.state import ProfiledState, TokenUsage, TrajectoryState
 from kernelblaster.kb.schema import LongText, ShortText
-from kernelblaster.nodes.kernels import read_result
+from kernelblaster.nodes.profile_view import ProfileView, profile_view
 from kernelblaster.nodes.prompting import load_prompt
 
 NODE = "extract_state"
@@ -33,29 +32,10 @@ class StateReading(BaseModel):
     description: LongText = Field(description="Two to four sentences citing the profile's numbers")
 
 
-class ProfileView(BaseModel):
-    """What the profile of a kernel says, in the forms the prompts and the KB need."""
-
-    signature: list[float] | None
-    summary: str
-    findings: str
-
-
-def profile_view(resources: RunResources, kernel: KernelRef) -> ProfileView:
-    result = read_result(resources.files, kernel.result)
-    profile = result.profile
-    if isinstance(profile, ProfileReport):
-        signature = profile.signature if any(profile.signature) else None
-        return ProfileView(signature=signature, summary=profile.signature_summary, findings=profile.findings)
-    why = profile.reason if profile is not None else "profiling was off"
-    summary = f"no profile ({why}); {kernel.time_ms:.4f} ms per call"
-    return ProfileView(signature=None, summary=summary, findings=summary)
-
-
-def extract_state(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+def extract_state(state: TrajectoryState, runtime: Runtime[RunContext], *,
+                  resources: RunResources) -> dict[str, object]:
     if state.profiled is not None and state.profiled.kernel_sha256 == state.current.sha256:
         return {}
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
     view = profile_view(resources, state.current)
     reading, usage = _read(resources, state, view)
     profiled = ProfiledState(kernel_sha256=state.current.sha256, signature=view.signature,
@@ -71,7 +51,7 @@ def _read(resources: RunResources, state: TrajectoryState, view: ProfileView) ->
         cuda_source=resources.files.read(state.current.source),
     )
     try:
-        answer = resources.agent("state_extractor").ask(question)
+        answer = resources.ask(question)
     except AgentFailed as failure:
         return reading_from_summary(view.summary), failure.usage
     return answer.value, answer.usage

@@ -9,7 +9,7 @@ from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.cost import usage_cost
 from kernelblaster.graph.progress import ProgressNote, write_note
 from kernelblaster.graph.run_files import RunFiles, write_text_atomically
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import OptimizationState
 from kernelblaster.nodes.kernels import read_result
 from kernelblaster.nodes.report import RunReport, Speedups, render_markdown, token_totals
@@ -17,8 +17,7 @@ from kernelblaster.nodes.report import RunReport, Speedups, render_markdown, tok
 NODE = "finish"
 
 
-def finish(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+def finish(state: OptimizationState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
     files = resources.files
     report = build_report(state, files, runtime.context, resources.stop_reason())
     if state.best is not None:

@@ -188,7 +188,7 @@ def soft_verify(resources: RunResources, candidate: Candidate, node: str) -> tup
         allowed_libraries=", ".join(resources.context.allow) or "none",
     )
     try:
-        answer = resources.agent("soft_verifier").ask(question)
+        answer = resources.ask(question)
     except AgentFailed as failure:
         return None, [failure.usage]
     if answer.value.faithful:

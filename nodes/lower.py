@@ -12,30 +12,30 @@ from langgraph.runtime import Runtime
 from kernelblaster.graph.agents import AgentFailed, Question
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import StepEnding, TrajectoryState
 from kernelblaster.kb.prompt_slice import render_prompt_slice
-from kernelblaster.nodes.extract_state import profile_view
 from kernelblaster.nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
+from kernelblaster.nodes.profile_view import profile_view
 from kernelblaster.nodes.prompting import load_prompt
 
 NODE = "lower"
 
 
-def lower(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
-    offered = [choice.technique for choice in state.choices]
+def lower(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
+    step = state.this_step
+    offered = [choice.technique for choice in step.choices]
     try:
-        answer = resources.agent("lowering").ask(_question(state, resources, offered))
+        answer = resources.ask(_question(state, resources, offered))
     except AgentFailed as failure:
         write_note(runtime, trajectory_note(NODE, state, f"no code: {failure}"))
-        return {"ending": StepEnding(outcome="llm_failed", detail=str(failure)), "attempts": state.attempts + 1,
-                "token_usage": [failure.usage]}
+        ending = StepEnding(outcome="llm_failed", detail=str(failure))
+        return {"this_step": step.replace(ending=ending, attempts=step.attempts + 1), "token_usage": [failure.usage]}
     # A hand-written answer may leave the technique out; it then applies the first one offered.
     applied = answer.value.model_copy(update={"technique": answer.value.technique or offered[0]})
     candidate = save_candidate(resources.files, applied, state.next_attempt_label)
     write_note(runtime, trajectory_note(NODE, state, f"{candidate.technique} -> {candidate.source}"))
-    return {"candidate": candidate, "attempts": state.attempts + 1, "token_usage": [answer.usage]}
+    return {"this_step": step.replace(candidate=candidate, attempts=step.attempts + 1), "token_usage": [answer.usage]}
 
 
 def _question(state: TrajectoryState, resources: RunResources, offered: list[str]) -> Question[CudaAnswer]:
@@ -43,7 +43,7 @@ def _question(state: TrajectoryState, resources: RunResources, offered: list[str
     assert state.profiled is not None and state.matched is not None, "the state is extracted and matched first"
     with resources.knowledge_base() as kb:
         kb_state = kb.document.resolve_state(state.matched.state_id)
-        kb_slice = render_prompt_slice(kb_state, state.choices, context.kb_slice_tokens) if kb_state else ""
+        kb_slice = render_prompt_slice(kb_state, state.this_step.choices, context.kb_slice_tokens) if kb_state else ""
     return load_prompt(NODE).question(
         role="lowering", node=NODE, key=f"{state.next_attempt_label}.{NODE}", schema=CudaAnswer,
         check=lambda answer: _problem_with(answer, offered),
@@ -53,7 +53,7 @@ def _question(state: TrajectoryState, resources: RunResources, offered: list[str
         state=f"{state.profiled.name}: {state.profiled.primary_bottleneck}. {state.profiled.description}",
         kb_slice=kb_slice, offered=", ".join(offered),
         allowed_libraries=", ".join(context.allow) or "none", precision=context.precision,
-        feedback=feedback_section(resources.files, state.feedback),
+        feedback=feedback_section(resources.files, state.this_step.feedback),
     )
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError
 from kernelblaster.graph.agents import AgentFailed
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import MatchedState, ProfiledState, TokenUsage, TrajectoryState
 from kernelblaster.kb.edits import AddOptimization, AddState, KBEdit, apply_edits
 from kernelblaster.kb.index import StateMatch
@@ -50,12 +50,11 @@ class MatchDecision(BaseModel):
     new_state: NewState | None = Field(default=None, description="The new state, when state_id is null")
 
 
-def match_state(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+def match_state(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
     profiled = state.profiled
     assert profiled is not None, "extract_state runs first"
     if state.matched is not None and state.matched.kernel_sha256 == profiled.kernel_sha256:
         return {}
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
     arch = read_result(resources.files, state.current.result).arch
     with resources.knowledge_base() as kb:
         nearest = (kb.nearest_states(profiled.signature, arch, NEAREST_STATES) if profiled.signature
@@ -81,7 +80,7 @@ def _ask_matcher(resources: RunResources, state: TrajectoryState, profiled: Prof
         catalogue=_describe_catalogue(document),
     )
     try:
-        answer = resources.agent("state_matcher").ask(question)
+        answer = resources.ask(question)
     except AgentFailed as failure:
         return (_known(profiled, nearest[0]) if nearest else None), [failure.usage]
     decision = answer.value

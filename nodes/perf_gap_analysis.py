@@ -8,13 +8,13 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.services import RunResources, Services
-from kernelblaster.graph.state import KernelRef, LearningNote, OptimizationState
-from kernelblaster.nodes.extract_state import profile_view
-from kernelblaster.nodes.policy_evaluation import ask_learning_role, iteration_steps, skipped_note
+from kernelblaster.graph.services import RunResources
+from kernelblaster.graph.state import KernelRef, LearningStage, OptimizationState
+from kernelblaster.nodes.learning import ask_learning_role, iteration_steps, learning_note, skipped_note
+from kernelblaster.nodes.profile_view import profile_view
 from kernelblaster.nodes.prompting import load_prompt
 
-NODE = "perf_gap_analysis"
+NODE: LearningStage = "perf_gap_analysis"
 MAX_PROFILED_KERNELS = 8
 
 
@@ -27,22 +27,16 @@ class GapAnalysis(BaseModel):
 
 
 def perf_gap_analysis(state: OptimizationState, runtime: Runtime[RunContext], *,
-                      services: Services) -> dict[str, object]:
+                      resources: RunResources) -> dict[str, object]:
     evaluation = learning_note(state, "policy_evaluation")
     if evaluation is None or evaluation.path is None:
         return {"learning": [skipped_note(state.iteration, NODE, "no policy evaluation to analyse")]}
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
     question = load_prompt(NODE).question(
         role="perf_gap_analysis", node=NODE, key=f"i{state.iteration}.{NODE}", schema=GapAnalysis,
         evaluation=resources.files.read(evaluation.path), profiles=_profiles(state, resources),
     )
     return ask_learning_role(resources, runtime, state.iteration, NODE, question,
                              summary_of=lambda value: value.analysis)
-
-
-def learning_note(state: OptimizationState, stage: str) -> LearningNote | None:
-    """This iteration's note of `stage`, if that stage ran."""
-    return next((n for n in reversed(state.learning) if n.iteration == state.iteration and n.stage == stage), None)
 
 
 def _profiles(state: OptimizationState, resources: RunResources) -> str:

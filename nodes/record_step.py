@@ -14,8 +14,8 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import RunResources, Services
-from kernelblaster.graph.state import StepEnding, StepRecord, TrajectoryState, faster_kernel
+from kernelblaster.graph.services import RunResources
+from kernelblaster.graph.state import StepEnding, StepProgress, StepRecord, TrajectoryState, faster_kernel
 from kernelblaster.kb.errors import KBLookupError
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent
 from kernelblaster.kb.schema import OutcomeStatus
@@ -31,26 +31,27 @@ KB_STATUS: dict[str, OutcomeStatus] = {
 }
 
 
-def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
-    ending = state.ending
+def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
+    step = state.this_step
+    ending = step.ending
     assert ending is not None and state.matched is not None, "a step ends before it is recorded"
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
-    technique = state.candidate.technique if state.candidate else None
+    technique = step.candidate.technique if step.candidate else None
     speedup = state.current.time_ms / ending.after.time_ms if ending.after else None
     record = StepRecord(
         iteration=state.iteration, trajectory=state.trajectory, step=state.step, state_id=state.matched.state_id,
         state_name=state.matched.name, discovered_state=state.matched.discovered, technique=technique,
-        predicted_speedup=next((c.expected_speedup for c in state.choices if c.technique == technique), None),
-        outcome=ending.outcome, attempts=state.attempts, detail=ending.detail[:500], before=state.current,
-        after=ending.after, speedup=speedup, kb_updated=_teach_kb(resources, state, technique, speedup),
+        predicted_speedup=next((c.expected_speedup for c in step.choices if c.technique == technique), None),
+        outcome=ending.outcome, attempts=step.attempts, detail=ending.detail[:500], before=state.current,
+        after=ending.after, speedup=speedup, kb_updated=_teach_kb(resources, state, ending, technique, speedup),
     )
     write_note(runtime, trajectory_note(NODE, state, _describe(record)))
     return {"steps": [record], **_moved_on(state, ending, technique)}
 
 
-def _teach_kb(resources: RunResources, state: TrajectoryState, technique: str | None, speedup: float | None) -> bool:
+def _teach_kb(resources: RunResources, state: TrajectoryState, ending: StepEnding, technique: str | None,
+              speedup: float | None) -> bool:
     """Record the outcome in the KB; False when it is not a kernel's outcome (no code was written)."""
-    status = KB_STATUS.get(state.ending.outcome) if state.ending else None
+    status = KB_STATUS.get(ending.outcome)
     if status is None or technique is None or state.matched is None:
         return False
     event = OutcomeEvent(
@@ -76,8 +77,7 @@ def _moved_on(state: TrajectoryState, ending: StepEnding, technique: str | None)
         "tried": [] if faster else [*state.tried, *([technique] if technique else [])],
         "failed_steps": 0 if measured else state.failed_steps + 1,
         "step": state.step + 1,
-        "choices": [], "candidate": None, "feedback": None, "ending": None,
-        "attempts": 0, "compile_failures": 0, "verify_failures": 0,
+        "this_step": StepProgress(),
     }
 
 

@@ -16,19 +16,18 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.run_files import run_id_for
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import TrajectoryState
-from kernelblaster.nodes.setup import run_id_for
 
 NODE = "select_optimizations"
 
 
 def select_optimizations(state: TrajectoryState, runtime: Runtime[RunContext], *,
-                         services: Services) -> dict[str, object]:
+                         resources: RunResources) -> dict[str, object]:
     if state.matched is None:
         write_note(runtime, trajectory_note(NODE, state, "no KB state to draw optimizations from"))
-        return {"choices": []}
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+        return {"this_step": state.this_step.replace(choices=[])}
     with resources.knowledge_base() as kb:
         kb_state = kb.document.resolve_state(state.matched.state_id)
         choices = [] if kb_state is None else kb.select_optimizations(
@@ -39,7 +38,7 @@ def select_optimizations(state: TrajectoryState, runtime: Runtime[RunContext], *
         )
     text = ", ".join(f"{c.technique} ({c.expected_speedup:.2f}x)" for c in choices) or "nothing left to try"
     write_note(runtime, trajectory_note(NODE, state, text))
-    return {"choices": choices}
+    return {"this_step": state.this_step.replace(choices=choices)}
 
 
 def step_seed(context: RunContext, state: TrajectoryState) -> int:

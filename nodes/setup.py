@@ -9,7 +9,6 @@ speedup is measured against; their profile is kept beside them for the report. T
 
 from __future__ import annotations
 
-import re
 import secrets
 from pathlib import Path
 
@@ -17,12 +16,10 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.run_files import RunFiles, write_text_atomically
+from kernelblaster.graph.run_files import RunFiles, default_run_dir, run_id_for, write_text_atomically
 from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import BaselineSummary, OptimizationState
 from kernelblaster.tools.files import require_file
-
-_NOT_IN_RUN_ID = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
@@ -30,7 +27,8 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
     if state.init_kernel:
         require_file(Path(state.init_kernel), "the --init CUDA file")
     services.check(runtime.context)
-    run_dir = str(Path(runtime.context.run_dir or default_run_dir(state.problem_path, runtime)).resolve())
+    thread = runtime.execution_info.thread_id if runtime.execution_info else None
+    run_dir = str(Path(runtime.context.run_dir or default_run_dir(state.problem_path, thread)).resolve())
     files = RunFiles(run_dir)
     problem_path = keep_input(files, state.problem_path)
     init_kernel = keep_input(files, state.init_kernel) if state.init_kernel else None
@@ -58,17 +56,6 @@ def keep_input(files: RunFiles, given: str) -> str:
     copy = files.input_copy(original)
     write_text_atomically(files.path(copy), original.read_text())
     return copy
-
-
-def default_run_dir(problem_path: str, runtime: Runtime[RunContext]) -> Path:
-    """Where a run started without a run directory (from Studio) keeps its files: one per thread."""
-    thread = runtime.execution_info.thread_id if runtime.execution_info else None
-    return Path("runs") / f"{Path(problem_path).stem}-{(thread or 'run')[:8]}"
-
-
-def run_id_for(run_dir: str) -> str:
-    """The run directory's name, made file-name safe: the run's checkpoint thread."""
-    return _NOT_IN_RUN_ID.sub("_", Path(run_dir).name).lstrip("_.-")[:128] or "run"
 
 
 def unique_run_id(run_dir: str) -> str:

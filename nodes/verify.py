@@ -12,39 +12,39 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import Feedback, StepEnding, TokenUsage, TrajectoryState
 from kernelblaster.nodes.kernels import not_judged, soft_verify, verify_feedback, verify_on_gpu
 
 NODE = "verify"
 
 
-def verify(state: TrajectoryState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
-    candidate = state.candidate
+def verify(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
+    candidate = state.this_step.candidate
     assert candidate is not None, "lower wrote a candidate"
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
     files = resources.files
     result = verify_on_gpu(resources, resources.build(files.read(candidate.source), candidate.label))
     files.save(files.result_path(candidate.label, "verify"), result)
     if not_judged(result):
         write_note(runtime, trajectory_note(NODE, state, f"not judged: {result.summary[:200]}"))
-        return {"ending": StepEnding(outcome="harness_error", detail=result.summary)}
+        return {"this_step": state.this_step.replace(ending=StepEnding(outcome="harness_error", detail=result.summary))}
     if result.verdict in ("crash", "timeout"):
         write_note(runtime, trajectory_note(NODE, state, f"{result.verdict}: {result.summary[:200]}"))
-        return {"ending": StepEnding(outcome="crashed", detail=result.summary)}
+        return {"this_step": state.this_step.replace(ending=StepEnding(outcome="crashed", detail=result.summary))}
     if result.verdict != "ok":
         return _wrong(runtime, state, verify_feedback(candidate, result), [])
     feedback, usage = soft_verify(resources, candidate, NODE)
     if feedback is not None:
         return _wrong(runtime, state, feedback, usage)
     write_note(runtime, trajectory_note(NODE, state, "correct"))
-    return {"feedback": None, "token_usage": usage}
+    return {"this_step": state.this_step.replace(feedback=None), "token_usage": usage}
 
 
 def _wrong(runtime: Runtime[RunContext], state: TrajectoryState, feedback: Feedback,
            usage: list[TokenUsage]) -> dict[str, object]:
-    failures = state.verify_failures + 1
+    failures = state.this_step.verify_failures + 1
     write_note(runtime, trajectory_note(NODE, state, f"wrong ({failures}): {feedback.message[:200]}"))
     ending = (StepEnding(outcome="verify_failed", detail=feedback.message)
               if failures > runtime.context.verify_retries else None)
-    return {"verify_failures": failures, "feedback": feedback, "ending": ending, "token_usage": usage}
+    return {"this_step": state.this_step.replace(verify_failures=failures, feedback=feedback, ending=ending),
+            "token_usage": usage}

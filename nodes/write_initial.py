@@ -10,15 +10,14 @@ from langgraph.runtime import Runtime
 from kernelblaster.graph.agents import AgentFailed, Question
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import OptimizationState
 from kernelblaster.nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
 from kernelblaster.nodes.prompting import load_prompt
 
 
 def write_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
-                  services: Services) -> dict[str, object]:
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+                  resources: RunResources) -> dict[str, object]:
     label = f"initial-a{state.initial_attempts}"
     if state.init_kernel and state.initial_attempts == 0:
         answer = CudaAnswer(explanation=f"given with --init {state.init_kernel}",
@@ -26,7 +25,7 @@ def write_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
         write_note(runtime, ProgressNote(node="write_initial", text=f"initial CUDA from {state.init_kernel}"))
         return {"draft": save_candidate(resources.files, answer, label)}
     try:
-        reply = resources.agent("lowering").ask(_question(state, resources, label))
+        reply = resources.ask(_question(state, resources, label))
     except AgentFailed as failure:
         write_note(runtime, ProgressNote(node="write_initial", text=f"no initial CUDA: {failure}"))
         return {"draft": None, "token_usage": [failure.usage]}

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from kernelblaster.tools.ncu import ToolUnavailable, find_cuda_tool
+from kernelblaster.tools.toolkit import ToolUnavailable, find_cuda_tool
 
 SANITIZER_ENV_VAR = "KERNELBLASTER_COMPUTE_SANITIZER"
 LINE_PREFIX = "========="

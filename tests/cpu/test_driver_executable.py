@@ -112,7 +112,7 @@ def test_without_a_usable_gpu_setup_reports_the_cuda_error_and_the_driver_exits_
 # ---------------------------------------------------------------------------------------------------
 def ipc_tensor(tensor: torch.Tensor) -> IpcTensor:
     """Describe a CUDA tensor by the IPC handle of its allocation and its byte offset in it."""
-    from kernelblaster.harness.buffers import ipc_handle_of
+    from fixtures.cuda_ipc import ipc_handle_of
 
     handle_hex, offset = ipc_handle_of(tensor)
     return IpcTensor(

@@ -45,7 +45,7 @@ def test_a_correct_faster_kernel_becomes_the_best_and_is_written_as_best_cu(tmp_
     assert finished.follows("trajectory/compile", "trajectory/verify")
     assert finished.follows("trajectory/verify", "trajectory/evaluate")
     assert finished.follows("trajectory/record_step", "trajectory/extract_state")
-    assert finished.follows("update_kb", "finish")
+    assert finished.follows("parameter_update", "finish")
     assert finished.state["best"].time_ms == 0.45
     assert "RECORDED: ok 0.45" in (tmp_path / "run" / "best.cu").read_text()
 
@@ -123,7 +123,7 @@ def test_an_unreachable_lowering_agent_fails_the_step_and_the_run_goes_on(tmp_pa
     first, second = _steps(finished)
     assert (first.outcome, first.kb_updated) == ("llm_failed", False)
     assert second.outcome == "measured"
-    assert finished.follows("update_kb", "finish")
+    assert finished.follows("parameter_update", "finish")
 
 
 def test_a_suspicious_result_is_reported_but_neither_rewarded_nor_kept(tmp_path: Path) -> None:
@@ -157,7 +157,7 @@ def test_a_trajectory_ends_when_its_state_has_nothing_left_to_try(tmp_path: Path
 def test_more_iterations_loop_back_from_learning_to_a_new_iteration(tmp_path: Path) -> None:
     finished, _ = _run(tmp_path, [initial_kernel(), applies_first_offered("ok 0.5"), applies_first_offered("ok 0.4")],
                        iterations=2, depth=1)
-    assert finished.follows("update_kb", "start_iteration")
+    assert finished.follows("parameter_update", "start_iteration")
     assert [step.iteration for step in _steps(finished)] == [0, 1]
     assert _steps(finished)[1].before.time_ms == 0.5
 

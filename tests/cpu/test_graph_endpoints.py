@@ -26,7 +26,7 @@ from fixtures.graph.scenario import PROBLEM
 
 from kernelblaster.graph import api
 from kernelblaster.graph.agents import AgentFailed, Question
-from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.context import Role, RunContext
 from kernelblaster.graph.endpoint import RetryPolicy
 from kernelblaster.graph.services import Services
 from kernelblaster.nodes.kernels import SoftVerdict
@@ -100,8 +100,8 @@ def test_without_retry_after_the_wait_doubles_up_to_the_longest_wait() -> None:
 
 def _ask_through(server: FakeOpenAI, tmp_path: Path, **settings: object) -> object:
     context = RunContext(base_url=server.base_url, run_dir=str(tmp_path / "run"), **settings)
-    agent = Services().for_run(context, str(PROBLEM), str(tmp_path / "run")).agent("soft_verifier")
-    return agent.ask(_verdict_question("q"))
+    resources = Services().for_run(context, str(PROBLEM), str(tmp_path / "run"))
+    return resources.ask(_verdict_question("q"))
 
 
 def test_an_overloaded_server_is_retried_a_bounded_number_of_times_then_the_call_fails(tmp_path: Path) -> None:
@@ -176,20 +176,20 @@ def test_a_stalled_request_times_out_and_is_retried_without_waiting_for_the_stal
     assert 1.0 <= retried.arrived - stalled.arrived < STALL_S
 
 
-def _verdict_question(key: str) -> Question[SoftVerdict]:
-    return Question(role="soft_verifier", node="verify", key=key, schema=SoftVerdict, system="You review kernels.",
+def _verdict_question(key: str, role: Role = "soft_verifier") -> Question[SoftVerdict]:
+    return Question(role=role, node="verify", key=key, schema=SoftVerdict, system="You review kernels.",
                     user="Is it faithful?")
 
 
 def test_requests_in_flight_never_exceed_the_endpoint_limit_across_runs_and_roles(tmp_path: Path) -> None:
     with FakeOpenAI(kernelblaster_roles, latency_s=0.3) as server:
-        agents = []
+        asks = []
         for run in ("first", "second"):
             context = RunContext(base_url=server.base_url, max_concurrent_requests=2, run_dir=str(tmp_path / run))
             resources = Services().for_run(context, str(PROBLEM), str(tmp_path / run))
-            agents += [resources.agent("soft_verifier"), resources.agent("state_extractor")]
-        threads = [threading.Thread(target=agent.ask, args=(_verdict_question(f"q{n}"),))
-                   for n, agent in enumerate(agents * 2)]
+            asks += [(resources, role) for role in ("soft_verifier", "state_extractor")]
+        threads = [threading.Thread(target=resources.ask, args=(_verdict_question(f"q{n}", role),))
+                   for n, (resources, role) in enumerate(asks * 2)]
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -74,7 +74,7 @@ def test_answering_every_prompt_drives_a_human_run_to_its_best_kernel(tmp_path: 
         asked.append(question.question.node)
         assert _answer(tmp_path, run_dir, _expert_answer(question)) == 0
     assert asked == ["write_initial", "check_initial", "extract_state", "lower", "verify", "policy_evaluation",
-                     "perf_gap_analysis", "update_kb"]
+                     "perf_gap_analysis", "parameter_update"]
     assert "RECORDED: ok 0.5" in (run_dir / "best.cu").read_text()
     assert "[iter 1 traj 0 step 1" in capsys.readouterr().out
 

@@ -3,6 +3,7 @@ every outcome and every learning edit once."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -21,8 +22,8 @@ from fixtures.graph.scenario import (
 from kernelblaster.graph import api
 from kernelblaster.kb.edits import AddLesson
 from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.nodes.parameter_update import KBUpdate
 from kernelblaster.nodes.perf_gap_analysis import GapAnalysis
-from kernelblaster.nodes.update_kb import KBUpdate
 from kernelblaster.tools.errors import UserFacingError
 
 
@@ -61,6 +62,21 @@ def test_resume_after_a_crash_continues_without_redoing_finished_steps(tmp_path:
     assert outcome.status == "finished" and outcome.best_source is not None
     assert log.labels("measure") == ["initial-a0", "i0-t0-s0-a0", "i0-t0-s1-a0", "i0-t0-s1-a0"]
     assert log.labels("verify") == ["initial-a0", "i0-t0-s0-a0", "i0-t0-s1-a0"]
+    assert len(models["lowering"].prompts) == 3
+
+
+def test_a_step_resumed_half_way_keeps_its_attempts_and_does_not_ask_again(tmp_path: Path) -> None:
+    models = chat_models([initial_kernel(), applies_first_offered("compile_error"), applies_first_offered("ok 0.5")])
+    log = EvaluationLog(crash_at_measurement=2)  # the step's second attempt, once measured
+    context = small_context(tmp_path, depth=1)
+    with pytest.raises(SimulatedCrash):
+        api.optimize(PROBLEM, context, services=services_for(models, log))
+
+    outcome = api.resume(context.run_dir, services=services_for(models, log))
+
+    (step,) = json.loads((tmp_path / "run" / "report.json").read_text())["steps"]
+    assert outcome.status == "finished"
+    assert (step["outcome"], step["attempts"]) == ("measured", 2)
     assert len(models["lowering"].prompts) == 3
 
 

@@ -26,7 +26,7 @@ OFFLINE = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "tru
            "LANGCHAIN_TRACING_V2": "false"}
 EVERY_NODE = {
     "setup", "write_initial", "check_initial", "start_iteration", "policy_evaluation", "perf_gap_analysis",
-    "update_kb", "finish", *(f"trajectory:{node}" for node in (
+    "parameter_update", "finish", *(f"trajectory:{node}" for node in (
         "extract_state", "match_state", "select_optimizations", "lower", "compile", "verify", "evaluate",
         "record_step")),
 }

@@ -1,4 +1,4 @@
-"""`kernelblaster kb stats|show|export|import|reindex|diff` on the seed KB and on a corrupted copy."""
+"""`kernelblaster kb stats|show|export|import|reindex|diff|restore` on the seed KB and on a corrupted copy."""
 
 from __future__ import annotations
 
@@ -153,3 +153,60 @@ def test_command_line_entry_point_exits_non_zero_on_a_broken_kb(kb_path: Path) -
     )
     assert result.returncode == 2
     assert result.stderr.startswith(f"kernelblaster: KB file {kb_path}: not valid JSON")
+
+
+def _learn_over_two_iterations(kb_path: Path) -> KnowledgeBase:
+    """Run `run-1` taught the KB one outcome per iteration and snapshotted it after each; then one more."""
+    kb = KnowledgeBase.load(kb_path)
+    for step in range(3):
+        kb.record_outcome(OutcomeEvent(event_id=EventId(run_id="run-1", iteration=0, trajectory=0, step=step),
+                                       state_id="compute_bound_fp32", technique="register_tiling",
+                                       status="measured", speedup=1.25))
+        if step < 2:
+            kb.write_snapshot("run-1", step)
+    return kb
+
+
+def _attempts(kb_path: Path) -> int:
+    document = KnowledgeBase.load(kb_path).document
+    return document.states["compute_bound_fp32"].optimization("register_tiling").stats.attempts
+
+
+def test_restore_lists_the_snapshots_kept_numbering_iterations_as_reports_do(
+    capsys: pytest.CaptureFixture[str], kb_path: Path
+) -> None:
+    _learn_over_two_iterations(kb_path)
+    _, out, _ = run(capsys, "kb", "restore", "--kb", str(kb_path))
+    assert out.strip() == "run-1: after iteration 1, 2"
+
+
+def test_restore_makes_the_kb_what_it_was_after_that_iteration_and_keeps_the_previous_one(
+    capsys: pytest.CaptureFixture[str], kb_path: Path
+) -> None:
+    _learn_over_two_iterations(kb_path)
+    before = kb_path.read_bytes()
+    status, out, _ = run(capsys, "kb", "restore", "run-1", "1", "--kb", str(kb_path), "--json")
+    summary = json.loads(out)
+    assert status == 0
+    assert _attempts(kb_path) == 1
+    assert Path(summary["previous_kept_as"]).read_bytes() == before
+
+
+def test_restore_without_an_iteration_takes_the_runs_last_snapshot(
+    capsys: pytest.CaptureFixture[str], kb_path: Path
+) -> None:
+    _learn_over_two_iterations(kb_path)
+    run(capsys, "kb", "restore", "run-1", "--kb", str(kb_path))
+    assert _attempts(kb_path) == 2
+
+
+def test_restore_of_a_snapshot_not_kept_fails_in_one_line_naming_those_kept_and_changes_nothing(
+    capsys: pytest.CaptureFixture[str], kb_path: Path
+) -> None:
+    _learn_over_two_iterations(kb_path)
+    before = kb_path.read_bytes()
+    for argv in (["run-1", "3"], ["run-2"]):
+        status, _, err = run(capsys, "kb", "restore", *argv, "--kb", str(kb_path))
+        assert status == 2
+        assert err.count("\n") == 1 and "kept: run-1: after iteration 1, 2" in err
+    assert kb_path.read_bytes() == before

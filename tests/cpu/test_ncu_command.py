@@ -7,19 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.tools import ncu
+from kernelblaster.tools import ncu, toolkit
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.ncu import (
     DEFAULT_SECTIONS,
     NcuFailedError,
     NcuUnavailableError,
-    ToolUnavailable,
     check_ncu_run,
     export_details,
     locate_ncu,
-    ncu_available,
     profile_command,
 )
+from kernelblaster.tools.toolkit import ToolUnavailable
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 
@@ -30,7 +29,7 @@ def no_ncu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(ncu.NCU_ENV_VAR, raising=False)
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    monkeypatch.setattr(ncu, "DEFAULT_CUDA_HOME", tmp_path / "no-cuda")
+    monkeypatch.setattr(toolkit, "DEFAULT_CUDA_HOME", tmp_path / "no-cuda")
 
 
 def _stand_in_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Path:
@@ -47,7 +46,6 @@ def test_missing_ncu_is_reported_as_unavailable() -> None:
     located = locate_ncu()
     assert isinstance(located, ToolUnavailable)
     assert "ncu not found" in located.reason and ncu.NCU_ENV_VAR in located.reason
-    assert ncu_available() is False
 
 
 @pytest.mark.usefixtures("no_ncu")
@@ -60,12 +58,12 @@ def test_building_a_command_without_ncu_raises_unavailable(tmp_path: Path) -> No
 
 @pytest.mark.usefixtures("no_ncu")
 def test_ncu_in_the_default_toolkit_directory_is_found(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    toolkit = tmp_path / "cuda"
-    (toolkit / "bin").mkdir(parents=True)
-    binary = toolkit / "bin" / "ncu"
+    cuda_home = tmp_path / "cuda"
+    (cuda_home / "bin").mkdir(parents=True)
+    binary = cuda_home / "bin" / "ncu"
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
-    monkeypatch.setattr(ncu, "DEFAULT_CUDA_HOME", toolkit)
+    monkeypatch.setattr(toolkit, "DEFAULT_CUDA_HOME", cuda_home)
     assert locate_ncu() == binary
 
 

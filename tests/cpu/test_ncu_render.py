@@ -1,4 +1,4 @@
-"""The compact rendering of an ncu report that the LLM agents read."""
+"""The compact rendering of an ncu report that the LLM agents read, and the text file its words come from."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.tools.ncu import NcuReport, parse_details_csv, render_findings
+from kernelblaster.tools.ncu_findings import FindingsText, render_findings
+from kernelblaster.tools.ncu_report import NcuReport, parse_details_csv
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 
@@ -72,3 +73,27 @@ def test_kernels_that_do_not_fit_are_counted(report: NcuReport) -> None:
 def test_report_without_kernels_renders_its_totals_line() -> None:
     assert render_findings(NcuReport(kernels=[])) == (
         "ncu: 0 kernel launch(es) in launch order, GPU time 0 ns, 0 elapsed cycles")
+
+
+@pytest.mark.parametrize("budget", [4000, 1200])
+def test_rendering_of_the_recorded_report_is_the_recorded_text(report: NcuReport, budget: int) -> None:
+    """The findings an agent reads change only when the text file or the renderer is changed on purpose
+    (then regenerate tests/fixtures/ncu/findings_rules_*.txt and read the difference)."""
+    assert render_findings(report, budget) + "\n" == (FIXTURES / f"findings_rules_{budget}.txt").read_text()
+
+
+def test_findings_text_sections_start_at_bracketed_names_after_the_explanation() -> None:
+    text = FindingsText.parse("What this file is.\n\n[header]\nncu: ${kernel_count}\n\n[share]\n (${percent}%)\n")
+    assert text.fill("header", kernel_count="2") == "ncu: 2"
+    assert text.fill("share", percent="73") == " (73%)"  # a piece keeps its leading space
+
+
+def test_a_line_with_a_field_that_has_no_value_is_left_out() -> None:
+    text = FindingsText.parse("[kernel]\n#${id}\n  stalls: ${stalls}\n  pipes: ${pipes}\n")
+    assert text.fill("kernel", id="0", stalls=None, pipes="FMA 6.3") == "#0\n  pipes: FMA 6.3"
+
+
+def test_a_section_using_a_field_it_is_not_given_is_an_error_naming_both() -> None:
+    text = FindingsText.parse("[header]\nncu: ${kernels}\n")
+    with pytest.raises(ValueError, match=r"\[header\] uses \$\{kernels\}.*kernel_count"):
+        text.fill("header", kernel_count="2")

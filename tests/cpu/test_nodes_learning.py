@@ -19,7 +19,7 @@ from fixtures.graph.scripted_chat import connection_error
 
 from kernelblaster.kb.edits import AddLesson, SetPrior
 from kernelblaster.kb.store import KnowledgeBase
-from kernelblaster.nodes.update_kb import KBUpdate
+from kernelblaster.nodes.parameter_update import KBUpdate
 
 LESSON = AddLesson(state_id="memory_bandwidth_bound", technique="vectorized_access",
                    lesson="float4 loads need a scalar tail when the size is not a multiple of four")
@@ -49,15 +49,15 @@ def test_learning_edits_are_applied_and_rejected_ones_kept_with_their_reason(tmp
     lessons = KnowledgeBase.load(tmp_path / "kb" / "kb.json").document.states[LESSON.state_id].optimization(
         LESSON.technique).lessons
     assert LESSON.lesson in lessons
-    assert notes["update_kb"].summary.startswith("1 of 2 edits applied; rejected set_prior: no state")
-    saved = json.loads((tmp_path / "run" / notes["update_kb"].path).read_text())
+    assert notes["parameter_update"].summary.startswith("1 of 2 edits applied; rejected set_prior: no state")
+    saved = json.loads((tmp_path / "run" / notes["parameter_update"].path).read_text())
     assert [result["applied"] for result in saved["results"]] == [True, False]
 
 
 def test_an_update_that_does_not_fit_the_edit_schema_is_asked_for_again(tmp_path: Path) -> None:
     invalid = {"edits": [{"kind": "rewrite_everything"}], "rationale": "bold"}
     notes, models = _learn(tmp_path, parameter_update=[invalid, KBUpdate(edits=[LESSON], rationale="evidence")])
-    assert notes["update_kb"].summary == "1 of 1 edits applied"
+    assert notes["parameter_update"].summary == "1 of 1 edits applied"
     assert "does not fit the schema" in models["parameter_update"].prompts[1][-1].content
 
 
@@ -69,7 +69,7 @@ def test_every_iteration_leaves_a_snapshot_of_the_kb(tmp_path: Path) -> None:
 def test_a_failed_analysis_skips_the_kb_edits_and_the_run_finishes(tmp_path: Path) -> None:
     notes, models = _learn(tmp_path, perf_gap_analysis=[connection_error()])
     assert notes["perf_gap_analysis"].summary.startswith("skipped")
-    assert notes["update_kb"].summary == "skipped: no gap analysis to learn from"
+    assert notes["parameter_update"].summary == "skipped: no gap analysis to learn from"
     assert models["parameter_update"].prompts == []
     assert (tmp_path / "run" / "report.md").exists()
 

@@ -16,7 +16,9 @@ from fixtures.graph.scenario import (
     services_for,
     small_context,
 )
+from pydantic import ValidationError
 
+from kernelblaster.graph.state import StepProgress
 from kernelblaster.kb.store import KnowledgeBase
 
 
@@ -82,3 +84,18 @@ def test_the_report_lists_each_step_and_the_tokens_of_every_role_and_node(tmp_pa
     assert tokens[("lowering", "write_initial")] == 1 and tokens[("lowering", "lower")] == 1
     assert tokens[("state_extractor", "extract_state")] == 1
     assert f"| 1 | 0 | 1 | {step.state_id} | {step.technique} |" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_a_step_after_a_failed_one_starts_without_its_attempts_failures_or_feedback(tmp_path: Path) -> None:
+    finished, models = _run(tmp_path, [initial_kernel(), applies_first_offered("compile_error"),
+                                       applies_first_offered("compile_error"), applies_first_offered("ok 0.5")],
+                            compile_retries=1)
+    failed, next_step = finished.state["steps"]
+    assert (failed.outcome, failed.attempts) == ("compile_failed", 2)
+    assert (next_step.outcome, next_step.attempts) == ("measured", 1)
+    assert "did not compile" not in models["lowering"].prompts[3][1].content
+
+
+def test_a_state_value_refuses_a_misspelt_field() -> None:
+    with pytest.raises(ValidationError, match="atempts"):
+        StepProgress().replace(atempts=1)

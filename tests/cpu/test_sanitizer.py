@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.tools import ncu
+from kernelblaster.tools import toolkit
 from kernelblaster.tools.sanitizer import (
     SANITIZER_ENV_VAR,
     SanitizerTool,
@@ -111,7 +111,7 @@ def no_sanitizer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(SANITIZER_ENV_VAR, raising=False)
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    monkeypatch.setattr(ncu, "DEFAULT_CUDA_HOME", tmp_path / "no-cuda")
+    monkeypatch.setattr(toolkit, "DEFAULT_CUDA_HOME", tmp_path / "no-cuda")
 
 
 @pytest.mark.usefixtures("no_sanitizer")

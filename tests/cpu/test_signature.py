@@ -14,7 +14,7 @@ from kernelblaster.harness.signature import (
     kernel_features,
     signature_from_report,
 )
-from kernelblaster.tools.ncu import KernelProfile, NcuReport, parse_details_csv
+from kernelblaster.tools.ncu_report import KernelProfile, NcuReport, parse_details_csv
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 STALL_FIELDS = [*STALL_NAMES, "stall_other"]

@@ -1,4 +1,4 @@
-"""`update_kb`: the parameter update of the textual gradient — turn the iteration's gap analysis into KB
+"""`parameter_update`: the last stage of the textual gradient — turn the iteration's gap analysis into KB
 edits, applied through the KB's validated edit schema, then snapshot the KB for the iteration.
 
 The edits and what became of each are kept in the run directory. A resumed run that reaches this node
@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 from kernelblaster.graph.agents import AgentFailed, Question
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.services import RunResources, Services
-from kernelblaster.graph.state import LearningNote, OptimizationState, TokenUsage
+from kernelblaster.graph.services import RunResources
+from kernelblaster.graph.state import LearningNote, LearningStage, OptimizationState, TokenUsage
 from kernelblaster.kb.edits import (
     AddLesson,
     AddOptimization,
@@ -28,11 +28,10 @@ from kernelblaster.kb.edits import (
 )
 from kernelblaster.kb.prompt_slice import describe_evidence
 from kernelblaster.kb.schema import KBDocument
-from kernelblaster.nodes.perf_gap_analysis import learning_note
-from kernelblaster.nodes.policy_evaluation import iteration_steps, skipped_note
+from kernelblaster.nodes.learning import iteration_steps, learning_note, skipped_note
 from kernelblaster.nodes.prompting import load_prompt
 
-NODE = "update_kb"
+NODE: LearningStage = "parameter_update"
 
 # New states come from match_state, with a measured signature; the learning step edits what exists.
 LearningEdit = Annotated[
@@ -52,8 +51,8 @@ class AppliedUpdate(BaseModel):
     results: list[EditResult]
 
 
-def update_kb(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
-    resources = services.for_run(runtime.context, state.problem_path, state.run_dir)
+def parameter_update(state: OptimizationState, runtime: Runtime[RunContext], *,
+                     resources: RunResources) -> dict[str, object]:
     analysis = learning_note(state, "perf_gap_analysis")
     if analysis is None or analysis.path is None:
         note, usage = skipped_note(state.iteration, NODE, "no gap analysis to learn from"), []
@@ -73,7 +72,7 @@ def _update(state: OptimizationState, resources: RunResources,
         applied = AppliedUpdate.model_validate_json(files.read(path))
         return _note(state.iteration, applied, path), []
     try:
-        answer = resources.agent("parameter_update").ask(_question(state, resources, analysis_path))
+        answer = resources.ask(_question(state, resources, analysis_path))
     except AgentFailed as failure:
         return skipped_note(state.iteration, NODE, str(failure)), [failure.usage]
     with resources.knowledge_base() as kb:
