@@ -103,18 +103,23 @@ class CompileResult(BaseModel):
 
 
 def find_nvcc() -> Path:
-    """The nvcc to use: $KERNELBLASTER_NVCC, else nvcc on PATH, else the one under $CUDA_HOME."""
+    """The nvcc to use: $KERNELBLASTER_NVCC, else nvcc on PATH, else the one under $CUDA_HOME.
+
+    The path is resolved: nvcc finds its toolkit (headers, cicc, ptxas) relative to the path it was
+    started by, and the compile sandbox shows the toolkit only at its real location, not through links
+    such as /usr/local/cuda -> /etc/alternatives/cuda -> /usr/local/cuda-13.0.
+    """
     configured = os.environ.get(NVCC_ENV_VAR)
     if configured:
         if not Path(configured).is_file():
             raise UserFacingError(f"{NVCC_ENV_VAR}={configured} does not name an nvcc executable")
-        return Path(configured)
+        return Path(configured).resolve()
     on_path = shutil.which("nvcc")
     if on_path:
-        return Path(on_path)
+        return Path(on_path).resolve()
     cuda_home = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
     if (cuda_home / "bin" / "nvcc").is_file():
-        return cuda_home / "bin" / "nvcc"
+        return (cuda_home / "bin" / "nvcc").resolve()
     raise UserFacingError(
         f"nvcc not found: install the CUDA toolkit and put nvcc on PATH, or set {NVCC_ENV_VAR}=/path/to/nvcc"
     )

@@ -28,22 +28,23 @@ def find_cuda_tool(executable: str, env_var: str) -> Path | ToolUnavailable:
     """Find a CUDA toolkit program: the path in `env_var`, else PATH, else $CUDA_HOME/bin, /usr/local/cuda/bin.
 
     An `env_var` naming a missing file is an error (the user asked for that file), not "unavailable".
+    The path is resolved, as `tools.nvcc.find_nvcc`'s is: a sandbox shows the toolkit at its real place.
     """
     configured = os.environ.get(env_var)
     if configured:
         path = Path(configured)
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise UserFacingError(f"{env_var}={configured} is not an executable file")
-        return path
+        return path.resolve()
     on_path = shutil.which(executable)
     if on_path:
-        return Path(on_path)
+        return Path(on_path).resolve()
     cuda_homes = [Path(os.environ["CUDA_HOME"])] if os.environ.get("CUDA_HOME") else []
     toolkit_dirs = [home / "bin" for home in [*cuda_homes, DEFAULT_CUDA_HOME]]
     for directory in toolkit_dirs:
         candidate = directory / executable
         if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
+            return candidate.resolve()
     searched = ", ".join(str(d) for d in toolkit_dirs)
     return ToolUnavailable(reason=f"{executable} not found (set {env_var}, or put it on PATH; also looked in "
                                  f"{searched})")

@@ -18,6 +18,7 @@ from kernelblaster.graph.api import Run
 from kernelblaster.graph.context import RunContext
 from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions
 from kernelblaster.harness.problem import load_problem
+from kernelblaster.kb.store import KnowledgeBase
 
 pytestmark = pytest.mark.gpu
 # What PyTorch may keep for itself between runs (its own workspaces); the references are over 1 GiB.
@@ -49,6 +50,7 @@ def test_closing_an_evaluator_gives_its_reference_outputs_back(tmp_path: Path) -
 
 def test_a_finished_run_leaves_nothing_allocated_while_its_services_live_on(tmp_path: Path) -> None:
     services = scripted_services()
+    KnowledgeBase.create(tmp_path / "kb.json")
     before = _allocated()
     context = RunContext(iterations=1, trajectories=1, depth=1, profile=False, kb_path=str(tmp_path / "kb.json"),
                          run_dir=str(tmp_path / "run"))
