@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
+from importlib.resources import files
 from pathlib import Path
 from typing import TypeVar
 
@@ -67,9 +68,12 @@ T = TypeVar("T")
 
 DEFAULT_ARCH = "sm_90"
 BASELINE_PROFILE_TIMEOUT_S = 600.0
-# Unclaimed time allowed around each timed call: the trusted flush-and-synchronise time, with margin.
+# Unclaimed time allowed around each timed call: what the driver's own work around a call (measured by
+# timing the trusted null candidate on the same buffers) takes, with margin.
 CLAIM_CALL_FACTOR = 1.5
 CLAIM_CALL_MARGIN_MS = 0.03
+NULL_CANDIDATE = files("kernelblaster.harness").joinpath("driver", "kb_null_candidate.cu")
+CALIBRATION_CALLS = (4, 24)  # two requests: the difference per call leaves out each request's fixed cost
 
 
 def default_cache_dir() -> Path:
@@ -138,6 +142,7 @@ class CandidateEvaluator:
         self.analysis = analyse_problem(problem, self.gpu)
         self.spec = self.analysis.spec
         self.header = generate_header(self.spec)
+        self._calibrated_allowance: ClaimAllowance | None = None
 
     # -- the stages ---------------------------------------------------------------------------------------
     def evaluate(self, source: str, label: str) -> EvalResult:
@@ -222,10 +227,22 @@ class CandidateEvaluator:
         return baseline_for(self.problem, self._require_gpu(), self.options.precision, self.plan.baseline_sets,
                             self.options.cache_dir, with_compile=self.options.compile_baseline)
 
-    @cached_property
-    def _claim_allowance(self) -> ClaimAllowance:
-        return ClaimAllowance(per_call_ms=CLAIM_CALL_FACTOR * flush_and_sync_ms(self._require_gpu())
-                              + CLAIM_CALL_MARGIN_MS)
+    def _claim_allowance(self, sets: list[SharedSet]) -> ClaimAllowance:
+        """How much unclaimed time a timing request on `sets` may take per call: the driver's own work around
+        each call, measured once per evaluator by timing the trusted null candidate on the same buffers (it
+        grows with the outputs, which are poisoned and fingerprinted at every call)."""
+        if self._calibrated_allowance is None:
+            null = self.build(NULL_CANDIDATE.read_text(), "trusted-null-candidate")
+            if not null.ok:
+                raise RuntimeError(f"the harness's null candidate did not build: {null.result and null.result.summary}")
+            with self._driver(null, sets, allowance=None) as session:
+                elapsed = [_timed_request_ms(session, len(sets), calls, self.options.timeout_s)
+                           for calls in CALIBRATION_CALLS]
+            per_call = max((elapsed[1] - elapsed[0]) / (CALIBRATION_CALLS[1] - CALIBRATION_CALLS[0]),
+                           flush_and_sync_ms(self._require_gpu()))
+            self._calibrated_allowance = ClaimAllowance(per_call_ms=CLAIM_CALL_FACTOR * per_call
+                                                        + CLAIM_CALL_MARGIN_MS)
+        return self._calibrated_allowance
 
     @property
     def objects_dir(self) -> Path:
@@ -263,8 +280,9 @@ class CandidateEvaluator:
 
     def _in_driver(self, built: BuildStage, sets: list[SharedSet], findings: Findings, verify: bool,
                    measure: bool) -> None:
+        allowance = self._claim_allowance(sets) if measure else None
         try:
-            with self._driver(built, sets) as session:
+            with self._driver(built, sets, allowance) as session:
                 if verify:
                     findings.add_verification(self._timed(findings, "verify",
                                                           lambda: self._verify(session, sets[0])))
@@ -275,12 +293,13 @@ class CandidateEvaluator:
             findings.checks.append(findings.driver_failure.check())
 
     @contextmanager
-    def _driver(self, built: BuildStage, sets: list[SharedSet]) -> Iterator[DriverSession]:
+    def _driver(self, built: BuildStage, sets: list[SharedSet],
+                allowance: ClaimAllowance | None) -> Iterator[DriverSession]:
         program = built.program
         assert program is not None, "only a built candidate runs"
         gpu = self._require_gpu()
         with DriverSession(program.command(filtered=self.sandbox is not None), sandbox=self.sandbox,
-                           view=program.view(), allowance=self._claim_allowance) as session:
+                           view=program.view(), allowance=allowance) as session:
             session.setup([s.ipc() for s in sets], flush_bytes=flush_bytes(gpu), device=gpu,
                           timeout_s=self.options.timeout_s)
             yield session
@@ -379,3 +398,10 @@ def _release_gpu_memory() -> None:
     gc.collect()
     with contextlib.suppress(RuntimeError):  # a broken context: the next evaluation reports it
         torch.cuda.empty_cache()
+
+
+def _timed_request_ms(session: DriverSession, sets: int, calls: int, timeout_s: float) -> float:
+    """Wall milliseconds of one timing request of `calls` calls (all timed, none warm-up)."""
+    started = time.perf_counter()
+    session.time(sets=list(range(sets)), warmup=0, iters=calls, flush=True, timeout_s=timeout_s * calls)
+    return (time.perf_counter() - started) * 1000

@@ -230,11 +230,10 @@ def _describe_exit(exit_status: int | None) -> str:
 
 @dataclass(frozen=True)
 class ClaimAllowance:
-    """Time around each timed call that the driver does not claim (the L2 flush and the synchronisations),
-    as the trusted process measured it, plus a fixed allowance per request (process scheduling, JSON).
-    Claims that leave more than twice as much unexplained are forged: what else the driver does around a
-    call (poisoning the outputs, checking they were final) costs at most about what writing the outputs
-    costs the kernel itself."""
+    """Time around each timed call that the driver does not claim (poisoning and fingerprinting the outputs,
+    the L2 flush, the synchronisations), as the trusted process measured it by timing its own null
+    candidate on the same buffers, plus a fixed allowance per request (process scheduling, JSON). Claims
+    that leave more than twice their own total unexplained are forged."""
 
     per_call_ms: float
     per_request_ms: float = 50.0

@@ -32,6 +32,9 @@ class HostileCase:
     at_load: Literal["blocked", "forged", "starts"] | None = None
     blocked_call: str | None = None
     verdicts: frozenset[str] = frozenset()
+    # For a forgery whose rewrite may not reach the reply (it depends on how the driver formats replies):
+    # `ok` is acceptable only with a time at least this, so the honest time, not the forged one, was taken.
+    honest_min_ms: float | None = None
 
     @property
     def source(self) -> Path:
@@ -102,7 +105,7 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     # Forged results.
     _built("forge_fileno", "forged", "forged_result"),
     _built("forge_reply_in_forward", "starts", "forged_result"),
-    _built("forge_fputs_rewrite", "starts", "forged_result"),
+    HostileCase("forge_fputs_rewrite", None, "starts", None, frozenset({"forged_result", "ok"}), honest_min_ms=0.5),
 )
 
 BUILT_CASES = tuple(case for case in HOSTILE_CASES if case.refused_by is None)

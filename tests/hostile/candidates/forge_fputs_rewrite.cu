@@ -1,7 +1,9 @@
 // HOSTILE: defines fputs, which the driver's own reply code then calls (the link resolves the driver's
 // reference to the candidate's definition), and rewrites every timing reply to claim 0.2 ms per call
 // (above the roofline floor), keeping the request's number. The kernel is correct but slow (about 1 ms a
-// call). The harness's own clock saw the calls take far longer than claimed: the verdict is forged_result.
+// call). Where the rewrite reaches the reply, the harness's own clock saw the calls take far longer than
+// claimed: the verdict is forged_result. Where the driver formats its replies without fputs (seen on the GPU
+// machine), the rewrite never runs and the honest ~1 ms time is what the harness takes.
 #include <cstdio>
 #include <cstring>
 #include "kb_problem.h"
