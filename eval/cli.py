@@ -38,6 +38,7 @@ class BenchRunOptions(RunSettings, Selection):
     shuffle_seed: int = 0
     suite_memory: SuiteMemory = "continual"
     max_wall: Seconds | None = None
+    suite_token_limit: PositiveInt | None = None
     ray: str | None = None
     parallel: PositiveInt | None = None
 
@@ -45,6 +46,7 @@ class BenchRunOptions(RunSettings, Selection):
 class ResumeOptions(Options):
     suite_dir: PathText
     ray: str | None = None
+    suite_token_limit: PositiveInt | None = None
 
 
 class ReportOptions(Options):
@@ -81,6 +83,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                      help="full method, or the minimal agent: lowering with feedback only (ablation)")
     run.add_argument("--max-wall", metavar="SECONDS",
                      help="wall-time budget of each problem (its token budget: --token-limit)")
+    _add_suite_token_limit(run)
     _add_ray(run)
     run.add_argument("--parallel", metavar="N", help="with --ray: problems in flight at once (the cluster's GPUs)")
 
@@ -88,6 +91,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                          options=ResumeOptions, run=run_resume)
     resume.add_argument("suite_dir", help="the suite directory")
     _add_ray(resume)
+    _add_suite_token_limit(resume, " (replaces the suite's: to go on after it stopped at its limit)")
 
     report = add_command(commands, "report", help="Markdown and HTML report with plots of a suite's results",
                          options=ReportOptions, run=run_report)
@@ -112,6 +116,12 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--problems", metavar="1-20,23", help="problem numbers within the levels (default: all)")
 
 
+def _add_suite_token_limit(parser: argparse.ArgumentParser, note: str = "") -> None:
+    parser.add_argument("--suite-token-limit", metavar="TOKENS",
+                        help="tokens all the suite's problems may spend together: then no problem starts and the "
+                             f"running ones end cleanly{note}")
+
+
 def _add_ray(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray", metavar="auto|ADDRESS", help="run on a Ray cluster (pip install 'kernelblaster["
                         "cluster]'): one task per problem with one GPU, the KB held by one actor")
@@ -134,7 +144,8 @@ def run_resume(options: ResumeOptions) -> int:
     from kernelblaster.eval.runner import resume_suite
 
     root = Path(options.suite_dir)
-    return _finish(root, resume_suite(root, display=SuiteDisplay(sys.stdout), ray_address=options.ray))
+    return _finish(root, resume_suite(root, display=SuiteDisplay(sys.stdout), ray_address=options.ray,
+                                      token_limit=options.suite_token_limit))
 
 
 def run_report(options: ReportOptions) -> int:
@@ -183,7 +194,8 @@ def _suite_config(options: BenchRunOptions) -> SuiteConfig:
         f"{options.problems or 'all'}", order=options.order, shuffle_seed=options.shuffle_seed, problems=problems,
         context=context, memory=options.suite_memory,
         start_kb="seed" if options.suite_memory == "fresh" else str(resolve_kb_path(context.kb_path).resolve()),
-        budget=ProblemBudget(max_wall_s=options.max_wall), window=window, gpus=context.gpus)
+        budget=ProblemBudget(max_wall_s=options.max_wall), window=window, gpus=context.gpus,
+        token_limit=options.suite_token_limit)
 
 
 def _selected_problems(options: Selection) -> list[SuiteProblem]:
@@ -211,6 +223,14 @@ def _require_gpu() -> None:
 
 
 def _finish(root: Path, rows: list[ProblemRow]) -> int:
+    from kernelblaster.eval.suite import open_suite
+
+    suite = open_suite(root)
+    ending = suite.ending()
+    suite.db.close()
+    if ending is not None and ending.reason == "token_limit":
+        print(f"the suite ended early: {ending.detail}; {ending.left} problem(s) not run (go on with `kernelblaster "
+              f"bench resume {root} --suite-token-limit N`)")
     failed = [row for row in rows if row.status == "failed"]
     print(f"results: {root / 'results.sqlite'}; report: `kernelblaster bench report {root}`")
     if failed:

@@ -8,7 +8,7 @@ import time
 from typing import TextIO
 
 from kernelblaster.eval.metrics import geomean
-from kernelblaster.eval.results import ProblemResult, ProblemRow
+from kernelblaster.eval.results import STOPPED_BY, ProblemResult, ProblemRow
 from kernelblaster.eval.worker import ProblemEvent
 
 
@@ -87,9 +87,13 @@ class SuiteDisplay:
         best = f"{event.best_speedup:.2f}x" if event.best_speedup else "-"
         print(f"[{board.headline()}]\n  {event.slot} {event.text} (best {best})", file=self.out, flush=True)
 
+    def stopping(self, board: SuiteBoard, reason: str, left: int) -> None:
+        print(f"stopping the suite: {reason}; the running problems end after their current step, {left} "
+              f"problem(s) not started\n[{board.headline()}]", file=self.out, flush=True)
+
     def finished(self, board: SuiteBoard, problem_id: str, result: ProblemResult) -> None:
         speedup = f"{result.vs_baseline:.2f}x vs the faster PyTorch baseline" if result.vs_baseline else "no speedup"
-        why = f" ({result.error})" if result.error else f" (stopped at its {result.stopped_by} budget)" \
+        why = f" ({result.error})" if result.error else f" (stopped at {STOPPED_BY[result.stopped_by]})" \
             if result.stopped_by else ""
         print(f"{problem_id} on {result.gpu or '-'}: {result.verdict}, {speedup}{why}", file=self.out, flush=True)
         running = board.activity()

@@ -17,8 +17,8 @@ from pathlib import Path
 from kernelblaster.eval import plots
 from kernelblaster.eval.metrics import BASELINE_FIELDS, Baseline, SpeedupSummary, by_level, fast_p, summarise
 from kernelblaster.eval.published import OUR_PROTOCOL, PUBLISHED
-from kernelblaster.eval.results import KBVersionRow, ProblemRow
-from kernelblaster.eval.suite import Suite, open_suite
+from kernelblaster.eval.results import STOPPED_BY, KBVersionRow, ProblemResult, ProblemRow
+from kernelblaster.eval.suite import Suite, SuiteEnding, open_suite
 
 FAST_P_TABLE = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
 AGAINST: dict[Baseline, str] = {"baseline": "faster of eager/compile", "eager": "eager", "compile": "torch.compile",
@@ -60,6 +60,7 @@ class SuiteData:
     suite: Suite
     rows: list[ProblemRow]
     versions: list[KBVersionRow]
+    ending: SuiteEnding | None
 
 
 def write_report(suite_dir: Path, compare: Sequence[Path], out: Path) -> list[Path]:
@@ -154,7 +155,7 @@ def _load(path: Path) -> SuiteData:
     suite = open_suite(path)
     try:
         return SuiteData(label=f"{path.name} ({suite.config.ablation})", suite=suite, rows=suite.db.problems(),
-                         versions=suite.db.versions())
+                         versions=suite.db.versions(), ending=suite.ending())
     finally:
         suite.db.close()
 
@@ -169,7 +170,19 @@ def _setup(data: SuiteData) -> list[Block]:
         f"{counts['done']} done, {counts['failed']} failed, {counts['running']} interrupted, "
         f"{counts['pending']} not started. {context.iterations} iterations of {context.trajectories} trajectories "
         f"of depth {context.depth}, top-k {context.top_k}, model {context.model}, precision {context.precision}. "
-        f"Method: {config.ablation}; KB version 0 from {config.start_kb}; {config.window} problem(s) at once.")]
+        f"Method: {config.ablation}; KB version 0 from {config.start_kb}; {config.window} problem(s) at once. "
+        f"{_ending_line(data.ending, config.token_limit)}")]
+
+
+def _ending_line(ending: SuiteEnding | None, token_limit: int | None) -> str:
+    """Why the suite's last session ended, and its token limit if it has one."""
+    limit = f" (suite token limit: {token_limit} tokens)" if token_limit else ""
+    if ending is None:
+        return f"The suite has not finished: it is running, or was stopped (`kernelblaster bench resume`){limit}."
+    if ending.reason == "token_limit":
+        return (f"The suite ended early: {ending.detail}; {ending.left} problem(s) were not run "
+                "(`kernelblaster bench resume --suite-token-limit N` goes on).")
+    return f"The suite ended when every problem had run, having spent {ending.tokens} tokens{limit}."
 
 
 def _summary_cells(summary: SpeedupSummary) -> list[str]:
@@ -235,10 +248,14 @@ def _problem_table(rows: Sequence[ProblemRow], costs: dict[int, float]) -> Table
                       f"{costs[row.position]:.2f}" if row.position in costs else "-",
                       cell(row, "wall_s", lambda v: f"{v:.0f}" if v is not None else "-"),
                       f"{_version(row.kb_version_before)} -> {_version(row.kb_version_after)}",
-                      (result.error or result.stopped_by or "") if result else ""])
+                      _note(result) if result else ""])
     return Table(["#", "problem", "verdict", "eager ms", "compile ms", "initial ms", "best ms", "vs eager",
                   "vs compile", "vs baseline", "vs initial", "roofline", "tokens", "cost USD", "wall s", "KB",
                   "note"], lines)
+
+
+def _note(result: ProblemResult) -> str:
+    return result.error or (f"stopped at {STOPPED_BY[result.stopped_by]}" if result.stopped_by else "")
 
 
 def _version(version: int | None) -> str:

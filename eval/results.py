@@ -25,6 +25,11 @@ ProblemStatus = Literal["pending", "running", "done", "failed"]
 # ok: a correct kernel was found; no_valid_kernel: none was; load_error: the problem file did not load;
 # error: the run itself failed (the message says why).
 ProblemVerdict = Literal["ok", "no_valid_kernel", "load_error", "error"]
+# Why a problem's run stopped before its end: its own token limit, its wall-time budget, or the suite's
+# token limit (`eval.suite_tokens`).
+StopCause = Literal["tokens", "wall_time", "suite_tokens"]
+STOPPED_BY: dict[StopCause, str] = {"tokens": "its token limit", "wall_time": "its wall-time budget",
+                                    "suite_tokens": "the suite's token limit"}
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -81,7 +86,7 @@ class ProblemResult(BaseModel):
     cost_usd: float | None = Field(default=None, description="At the run's prices; None without them")
     wall_s: float | None = None
     best_sha256: str | None = None
-    stopped_by: str | None = None
+    stopped_by: StopCause | None = None
     error: str | None = None
     tokens: list[RoleTokens] = []
 
@@ -179,6 +184,10 @@ class ResultsDB:
     def set_meta(self, key: str, value: BaseModel) -> None:
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value.model_dump_json()))
+
+    def delete_meta(self, key: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM meta WHERE key = ?", (key,))
 
     def add_problems(self, rows: Sequence[ProblemRow]) -> None:
         with self.transaction() as db:

@@ -4,8 +4,10 @@ problem, and the lock that lets one runner at a time use it.
     SUITE_DIR/results.sqlite    configuration, a row per problem, KB versions (eval.results)
     SUITE_DIR/kb/               the suite's KB versions; kb.json is the newest (eval.suite_kb)
     SUITE_DIR/problems/NNN-...  the run directory of each problem (checkpoints, kernels, report)
-    SUITE_DIR/work/NNN/         each problem's working copy of the KB and its wall-time count
+    SUITE_DIR/work/NNN/         each problem's working copy of the KB (with, once the problem is done, only
+                                its last snapshot) and its wall-time count
     SUITE_DIR/report/           what `kernelblaster bench report` writes
+    SUITE_DIR/stop_request.txt  while the suite is stopping at its token limit (eval.suite_tokens)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from kernelblaster.tools.errors import UserFacingError
 MemoryMode = Literal["continual", "fresh", "frozen", "none"]
 RUN_MEMORY: dict[str, Memory] = {"continual": "learn", "fresh": "learn", "frozen": "frozen", "none": "none"}
 CONFIG_KEY = "config"
+ENDING_KEY = "ending"
 LOCK_NAME = ".runner.lock"
 
 
@@ -50,6 +53,8 @@ class SuiteConfig(BaseModel):
     start_kb: str = Field(description="The KB file the suite's version 0 was copied from, or `seed`")
     budget: ProblemBudget
     window: int = Field(ge=1, description="Problems in flight at once; fixes the KB version each starts from")
+    token_limit: int | None = Field(default=None, gt=0, description="Tokens the suite's problems may spend "
+                                    "together (`eval.suite_tokens`); None: no limit but each problem's own")
     gpus: tuple[int, ...]
     token: str = Field(default_factory=lambda: secrets.token_hex(3),
                        description="Makes this suite's run ids, and so its KB event ids, its own")
@@ -68,6 +73,15 @@ class SuiteConfig(BaseModel):
         if self.context.agent != "full":
             parts.append(f"agent {self.context.agent}")
         return ", ".join(parts) or "full method"
+
+
+class SuiteEnding(BaseModel):
+    """How the suite's last session ended: every problem run, or stopped at the suite's token limit."""
+
+    reason: Literal["finished", "token_limit"]
+    detail: str
+    tokens: int = Field(description="Tokens the suite had spent, as its runner counted them")
+    left: int = Field(description="Problems not started, or interrupted and not resumed")
 
 
 class Suite:
@@ -90,8 +104,32 @@ class Suite:
         """What a problem's run uses beside its run directory (which holds only the run's own files)."""
         return self.root / "work" / f"{position:03d}"
 
+    def work_kb(self, position: int) -> Path:
+        """The working copy of the KB that a problem's run learns into (`eval.suite_kb` merges its journal)."""
+        return self.work_dir(position) / "kb.json"
+
+    @property
+    def stop_request(self) -> Path:
+        return self.root / "stop_request.txt"
+
     def kb(self) -> SuiteKB:
         return SuiteKB(self.kb_directory, self.db.versions())
+
+    def set_token_limit(self, limit: int) -> None:
+        """Give the suite a new token limit, for this session and those after it."""
+        self.config = SuiteConfig.model_validate(self.config.model_dump() | {"token_limit": limit})
+        self.db.set_meta(CONFIG_KEY, self.config)
+
+    def ending(self) -> SuiteEnding | None:
+        """How the suite's last session ended; None if none has ended (the suite is running, or was killed)."""
+        return self.db.get_meta(ENDING_KEY, SuiteEnding)
+
+    def record_ending(self, ending: SuiteEnding | None) -> None:
+        """Record how the session ended, or (None) that a session is under way."""
+        if ending is None:
+            self.db.delete_meta(ENDING_KEY)
+        else:
+            self.db.set_meta(ENDING_KEY, ending)
 
 
 def create_suite(root: Path, config: SuiteConfig) -> Suite:

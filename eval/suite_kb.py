@@ -1,14 +1,16 @@
 """The suite's knowledge base and its one writer: version n is the start KB plus the learning of the suite's
 first n problems, each problem's journal replayed in suite order, whatever order the problems finish in.
 
-Versions are immutable files named by content (`SUITE/kb/<sha>.json`); `kb.json` beside them is always the
-newest. A problem starts from a version fixed by its position (`start_version`), so the KB a problem sees,
-and the suite's final KB, follow from the LLM answers alone, not from timing. On a Ray cluster this class
-runs as the one actor holding the KB (`eval.ray_cluster`).
+Versions are immutable files named by content and gzip-compressed (`SUITE/kb/<sha>.json.gz`; a suite made
+before compression has `<sha>.json`, read as well); `kb.json` beside them is always the newest, uncompressed.
+A problem starts from a version fixed by its position (`start_version`), so the KB a problem sees, and the
+suite's final KB, follow from the LLM answers alone, not from timing. On a Ray cluster this class runs as
+the one actor holding the KB (`eval.ray_cluster`).
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +19,7 @@ from kernelblaster.eval.results import KBVersionRow
 from kernelblaster.kb.codec import decode, encode
 from kernelblaster.kb.journal import KBChange, ReplayReport, replay
 from kernelblaster.kb.safe_files import write_atomically
+from kernelblaster.kb.snapshots import COMPRESSED_SUFFIX, decompressed
 from kernelblaster.kb.summary import kb_stats
 
 LATEST_NAME = "kb.json"
@@ -52,7 +55,8 @@ class SuiteKB:
         return list(self._versions)
 
     def document_bytes(self, version: int) -> bytes:
-        return (self.directory / self._versions[version].file).read_bytes()
+        """The KB file content of `version`."""
+        return decompressed((self.directory / self._versions[version].file).read_bytes())
 
     def submit(self, position: int, changes: Sequence[KBChange]) -> list[KBVersionRow]:
         """Take problem `position`'s journal; apply it, and any waiting for it, once every problem before it is
@@ -72,10 +76,10 @@ class SuiteKB:
 
     def _write(self, content: bytes, position: int | None, report: ReplayReport) -> KBVersionRow:
         sha256 = hashlib.sha256(content).hexdigest()
-        name = f"{sha256[:16]}.json"
-        write_atomically(self.directory / name, content)
+        name = f"{sha256[:16]}{COMPRESSED_SUFFIX}"
+        write_atomically(self.directory / name, gzip.compress(content, mtime=0))
         write_atomically(self.directory / LATEST_NAME, content)
-        stats = kb_stats(decode(self.directory / name, content).document, name, len(content))
+        stats = kb_stats(decode(self.directory / LATEST_NAME, content).document, name, len(content))
         version = KBVersionRow(version=len(self._versions), position=position, file=name, sha256=sha256,
                                bytes=len(content), states=stats.states, optimizations=stats.optimizations,
                                techniques=stats.techniques, measured=stats.measured, applied=report.applied,

@@ -1,6 +1,7 @@
 """One problem of a suite, optimized in the process (or Ray task) that runs it: start or resume its run
-directory through the graph's API, report progress, stop at the problem's budget, and summarise the
-checkpointed state as a `ProblemResult`. Any failure of the problem becomes its result, never the suite's.
+directory through the graph's API, report progress, stop at the problem's budget (or end cleanly when the
+suite's runner asks, `eval.suite_tokens`), and summarise the checkpointed state as a `ProblemResult`. Any
+failure of the problem becomes its result, never the suite's.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from kernelblaster.eval.problems import SuiteProblem
-from kernelblaster.eval.results import ProblemResult, RoleTokens
+from kernelblaster.eval.results import ProblemResult, RoleTokens, StopCause
+from kernelblaster.eval.suite_tokens import SuiteStopRequest
 from kernelblaster.graph.api import Run
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.cost import usage_cost
@@ -46,6 +48,8 @@ class ProblemJob(BaseModel):
     budget: ProblemBudget = ProblemBudget()
     start_kb: bytes = Field(description="The KB the run starts from, written to `context.kb_path` if missing")
     wall_file: str = Field(description="Where the seconds the problem has run are kept across sessions")
+    stop_file: str | None = Field(default=None, description="Where the runner asks the suite's runs to end "
+                                  "(`eval.suite_tokens`); None if the suite has no token limit")
 
 
 class ProblemEvent(BaseModel):
@@ -64,10 +68,13 @@ Emit = Callable[[ProblemEvent], None]
 def run_problem(job: ProblemJob, services: Services, emit: Emit, slot: str) -> ProblemResult:
     """Optimize the job's problem to the end of its run or its budget; every failure is the result."""
     clock = _WallClock(Path(job.wall_file))
+    suite_stop = SuiteStopRequest(Path(job.stop_file), services.token_budget) if job.stop_file else None
+    if suite_stop is not None:
+        services.token_budget = suite_stop  # the parent of each run budget these services make
     try:
         run = _open_or_create(job, services)
         stopped_by = _advance(run, job, emit, slot, clock)
-        return summarise(run, slot, clock.total(), stopped_by)
+        return summarise(run, slot, clock.total(), stopped_by, suite_stop)
     except ProblemError as error:
         return ProblemResult(verdict="load_error", gpu=slot, wall_s=clock.total(), error=str(error))
     except UserFacingError as error:
@@ -87,7 +94,7 @@ def _open_or_create(job: ProblemJob, services: Services) -> Run:
     return Run.create(job.problem.path, job.context, services=services)
 
 
-def _advance(run: Run, job: ProblemJob, emit: Emit, slot: str, clock: _WallClock) -> str | None:
+def _advance(run: Run, job: ProblemJob, emit: Emit, slot: str, clock: _WallClock) -> StopCause | None:
     emit(ProblemEvent(position=job.position, slot=slot, text="started"))
     for progress in run.progress():
         clock.tick()
@@ -103,10 +110,14 @@ def _event(position: int, slot: str, progress: Progress) -> ProblemEvent:
                         best_speedup=progress.best_speedup, tokens=progress.tokens)
 
 
-def summarise(run: Run, slot: str, wall_s: float, stopped_by: str | None) -> ProblemResult:
-    """The problem's result from its run's checkpointed state; a run that ended early at its token limit
-    counts as stopped by `tokens`."""
+def summarise(run: Run, slot: str, wall_s: float, stopped_by: StopCause | None,
+              suite_stop: SuiteStopRequest | None = None) -> ProblemResult:
+    """The problem's result from its run's checkpointed state; a run that ended early counts as stopped by
+    `suite_tokens` if the suite asked it to stop, else by `tokens` (its own token limit)."""
     values = run.state_values()
+    ended_early = values.get("ended_early")
+    if stopped_by is None and ended_early is not None:
+        stopped_by = "suite_tokens" if suite_stop is not None and ended_early == suite_stop.reason else "tokens"
     baseline, initial, best = values.get("baseline"), values.get("initial"), values.get("best")
     usage: list[TokenUsage] = values.get("token_usage", [])
     measured = _measured(run.files, best)
@@ -120,7 +131,7 @@ def summarise(run: Run, slot: str, wall_s: float, stopped_by: str | None) -> Pro
         vs_initial=initial.time_ms / best.time_ms if initial and best else None,
         roofline_fraction=measured.roofline.fraction_of_floor if measured and measured.roofline else None,
         wall_s=wall_s, best_sha256=best.sha256 if best else None,
-        stopped_by=stopped_by or ("tokens" if values.get("ended_early") else None),
+        stopped_by=stopped_by,
         cost_usd=cost.usd if (cost := usage_cost(usage, run.record.context.prices)) else None,
         tokens=tokens_by_role(usage),
     )
