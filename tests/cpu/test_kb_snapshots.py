@@ -13,7 +13,7 @@ from kernelblaster.kb.codec import encode
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent
 from kernelblaster.kb.paths import snapshot_folder_for
 from kernelblaster.kb.schema import OutcomeStatus
-from kernelblaster.kb.snapshots import SnapshotPolicy, trim
+from kernelblaster.kb.snapshots import DEFAULT_POLICY, SnapshotPolicy, trim
 from kernelblaster.kb.store import KnowledgeBase, read_document, trim_snapshots
 
 STATE = "memory_bandwidth_bound"
@@ -29,7 +29,7 @@ def attempts(kb: KnowledgeBase) -> int:
     return kb.document.states[STATE].optimization(TECHNIQUE).stats.attempts
 
 
-def run(kb: KnowledgeBase, run_id: str, iterations: int, policy: SnapshotPolicy = SnapshotPolicy()) -> None:
+def run(kb: KnowledgeBase, run_id: str, iterations: int, policy: SnapshotPolicy = DEFAULT_POLICY) -> None:
     """A run that learns one outcome per iteration and snapshots the KB after each."""
     for iteration in range(iterations):
         learn(kb, run_id, iteration)
