@@ -4,7 +4,8 @@ Run: `python benchmarks/kb_bench.py [--problems 250] [--iterations 10 --trajecto
 [--repeats 15] [--stress-states 10000]`. The suite part simulates what `bench run` over all three levels
 does to one KB: per problem, iterations x trajectories x depth rollout steps whose optimizations the real
 selection picks (outcomes written once per iteration; the graph writes once per step), discovered states,
-and each iteration's learning update (lessons, priors, deprecations, merges; pruning follows each one).
+and each iteration's learning update (lessons, priors, deprecations, merges; pruning follows each one)
+and KB snapshot (kept compressed and bounded, `kb.snapshots`).
 It then times load, save, and retrieval + selection on the grown KB, and replays an early run to check
 that nothing counts twice. Targets: load under 0.5 s after 250 problems (issue 11); at 10,000 states,
 load and save at most 0.5 s and retrieval + selection at most 20 ms (issue 3).
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from kernelblaster.kb.edits import AddLesson, AddOptimization, AddState, Deprecate, KBEdit, MergeStates, SetPrior
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent
+from kernelblaster.kb.paths import snapshot_folder_for
 from kernelblaster.kb.schema import Category, Optimization, OutcomeStats, OutcomeStatus, PerformanceState
 from kernelblaster.kb.signature_fields import SIGNATURE_LENGTH
 from kernelblaster.kb.store import KnowledgeBase
@@ -186,6 +188,7 @@ def simulate_run(
         run_events += events
         touched = [state for state_id in {e.state_id for e in events} if (state := kb.document.resolve_state(state_id))]
         record.edits_applied += applied(kb, learning_update(run_id, iteration, touched, rng))
+        kb.write_snapshot(run_id, iteration)
         record.snapshot_bytes += kb.size_bytes()
     return run_events
 
@@ -281,7 +284,9 @@ def report_suite(kb: KnowledgeBase, shape: SuiteShape, record: SuiteRecord, seed
         f"pruned along the way: {pruned.optimizations} optimizations, {pruned.states} states, "
         f"{pruned.transitions} transitions"
     )
-    print(f"snapshots (one per iteration, if all kept): {record.snapshot_bytes / 1e6:.1f} MB")
+    kept = [path for path in snapshot_folder_for(kb.path).rglob("iteration-*") if path.is_file()]
+    print(f"snapshots: {len(kept)} kept, {sum(path.stat().st_size for path in kept) / 1e6:.1f} MB on disk "
+          f"(one uncompressed per iteration, if all were kept: {record.snapshot_bytes / 1e6:.1f} MB)")
 
 
 def time_kb(kb: KnowledgeBase, repeats: int, queries: int, rng: random.Random) -> None:

@@ -190,6 +190,11 @@ class Run:
                           best_speedup=best.speedup if best else None, report=Path(report) if report else None,
                           questions=questions, ended_early=snapshot.values.get("ended_early"))
 
+    def state_values(self) -> dict[str, Any]:
+        """The run's state as last checkpointed: baseline, initial and best kernels, steps, token usage ..."""
+        with open_checkpointer(self.files) as checkpointer:
+            return compile_graph(self.services, checkpointer).get_state(thread_config(self.record.run_id)).values
+
     def _drive(self, answers: dict[str, str] | None, on_progress: ProgressCallback | None) -> RunOutcome:
         # Closed at once if `on_progress` raises (Ctrl-C), so the run's status is written and its lock freed.
         with closing(self.progress(answers)) as stream:

@@ -13,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from kernelblaster.eval import cli as bench_cli
 from kernelblaster.graph import run_cli, runs_cli
 from kernelblaster.harness import cli as harness_cli
 from kernelblaster.kb import cli as kb_cli
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     kb_cli.add_commands(subparsers)
     run_cli.add_commands(subparsers)
     runs_cli.add_commands(subparsers)
+    bench_cli.add_commands(subparsers)
     return parser
 
 

@@ -2,7 +2,8 @@
 
 It is the graph's `context_schema`, so LangGraph Studio shows it as a form, and `kernelblaster optimize`
 fills it from flags. The defaults follow the paper's tuning (search depth about 4-8, breadth about 8,
-10 iterations) scaled down so that a first run finishes in minutes.
+10 iterations) scaled down so that a first run finishes in minutes. Three switches reproduce the paper's
+ablations (`memory`, `profile_feedback`, `agent`); the defaults are the full method.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ AnswerProtocol = Literal["schema", "text"]
 # Models write worse code when it must be escaped inside a JSON string, so the role writing CUDA answers
 # in text by default; the short analytic roles answer with schemas.
 DEFAULT_PROTOCOLS: dict[Role, AnswerProtocol] = {"lowering": "text"}
+Memory = Literal["learn", "frozen", "none"]
+ProfileFeedback = Literal["full", "cycles-only"]
+AgentShape = Literal["full", "minimal"]
 
 
 class RunContext(BaseModel):
@@ -121,8 +125,31 @@ class RunContext(BaseModel):
             raise ValueError("replay_from is needed with llm=replay, and only with it")
         return self
 
+    memory: Memory = Field(
+        default="learn", description="learn: prompts get KB slices and the run teaches the KB; frozen: KB slices, "
+        "nothing written; none: no KB in prompts and nothing written (ablation)",
+    )
+    profile_feedback: ProfileFeedback = Field(
+        default="full", description="full: the Nsight Compute profile and its signature; cycles-only: the elapsed "
+        "cycles alone, so states are matched without a signature (ablation)",
+    )
+    agent: AgentShape = Field(
+        default="full", description="full: state extraction, KB matching and learning; minimal: the lowering agent "
+        "alone, shown the code, its profile and compile/verify feedback (ablation)",
+    )
+
     def model_for(self, role: Role) -> str:
         return self.role_models.get(role, self.model)
 
     def protocol_for(self, role: Role) -> AnswerProtocol:
         return self.role_protocols.get(role, DEFAULT_PROTOCOLS.get(role, "schema"))
+
+    @property
+    def uses_kb(self) -> bool:
+        """Whether states are matched in the KB and prompts get KB slices."""
+        return self.memory != "none" and self.agent == "full"
+
+    @property
+    def writes_kb(self) -> bool:
+        """Whether the run teaches the KB: outcomes, discovered states and the learning roles' edits."""
+        return self.memory == "learn" and self.agent == "full"

@@ -5,6 +5,7 @@
                                             --> start_iteration --(Send x W)--> trajectory
     trajectory -> policy_evaluation -> perf_gap_analysis -> parameter_update --(iterations left)--> start_iteration
                                                                              --> finish -> END
+    trajectory --(the run writes no KB: memory frozen or none, minimal agent)--> start_iteration | finish
 
 Each trajectory (a subgraph, one per `Send`, run in parallel) takes up to L steps from the best kernel:
 
@@ -16,6 +17,9 @@ Each trajectory (a subgraph, one per `Send`, run in parallel) takes up to L step
 
 A run whose token budget is spent ends cleanly: its trajectories stop after their current step, and the
 initial retries and the iteration loop go to `finish`, whose report says why.
+
+The ablations change the step's first stages: without memory, extract_state -> lower (no matching or
+selection); the minimal agent starts each step at lower.
 
 Nodes and routes are given their run's `RunResources` (`graph.services`); `finish` gives them back.
 """
@@ -35,13 +39,16 @@ from langgraph.runtime import Runtime
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.routes import (
     after_compile,
+    after_extraction,
     after_initial_check,
     after_learning,
     after_lowering,
     after_selection,
     after_step,
+    after_trajectories,
     after_verify,
     fan_out_trajectories,
+    first_step,
 )
 from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import OptimizationInput, OptimizationState, TrajectoryOutput, TrajectoryState
@@ -82,15 +89,15 @@ def build_trajectory_graph(services: Services) -> CompiledStateGraph:
     graph.add_node("evaluate", with_resources(evaluate))
     graph.add_node("record_step", with_resources(record_step))
 
-    graph.add_edge(START, "extract_state")
-    graph.add_edge("extract_state", "match_state")
+    graph.add_conditional_edges(START, first_step, ["extract_state", "lower"])
+    graph.add_conditional_edges("extract_state", after_extraction, ["match_state", "lower"])
     graph.add_edge("match_state", "select_optimizations")
     graph.add_conditional_edges("select_optimizations", after_selection, ["lower", END])
     graph.add_conditional_edges("lower", after_lowering, ["compile", "record_step"])
     graph.add_conditional_edges("compile", after_compile, ["verify", "lower", "record_step"])
     graph.add_conditional_edges("verify", after_verify, ["evaluate", "lower", "record_step"])
     graph.add_edge("evaluate", "record_step")
-    graph.add_conditional_edges("record_step", with_resources(after_step), ["extract_state", END])
+    graph.add_conditional_edges("record_step", with_resources(after_step), ["extract_state", "lower", END])
     return graph.compile(name="trajectory")
 
 
@@ -116,7 +123,8 @@ def build_graph(services: Services | None = None) -> StateGraph:
     graph.add_conditional_edges("check_initial", with_resources(after_initial_check),
                                 ["start_iteration", "write_initial", "finish"])
     graph.add_conditional_edges("start_iteration", fan_out_trajectories, ["trajectory"])
-    graph.add_edge("trajectory", "policy_evaluation")
+    graph.add_conditional_edges("trajectory", with_resources(after_trajectories),
+                                ["policy_evaluation", "start_iteration", "finish"])
     graph.add_edge("policy_evaluation", "perf_gap_analysis")
     graph.add_edge("perf_gap_analysis", "parameter_update")
     graph.add_conditional_edges("parameter_update", with_resources(after_learning), ["start_iteration", "finish"])

@@ -42,11 +42,31 @@ def fan_out_trajectories(state: OptimizationState, runtime: Runtime[RunContext])
     ]
 
 
+def after_trajectories(state: OptimizationState, runtime: Runtime[RunContext], *,
+                       resources: RunResources) -> Literal["policy_evaluation", "start_iteration", "finish"]:
+    """The textual gradient runs only when the run teaches the KB; otherwise the next iteration starts."""
+    return "policy_evaluation" if runtime.context.writes_kb else after_learning(state, runtime, resources=resources)
+
+
 def after_learning(state: OptimizationState, runtime: Runtime[RunContext], *,
                    resources: RunResources) -> Literal["start_iteration", "finish"]:
     if resources.stop_reason() is not None:
         return "finish"
     return "start_iteration" if state.iteration + 1 < runtime.context.iterations else "finish"
+
+
+def step_entry(runtime: Runtime[RunContext]) -> Literal["extract_state", "lower"]:
+    """A step reads the kernel's state first, except in the minimal agent, which lowers straight away."""
+    return "extract_state" if runtime.context.agent == "full" else "lower"
+
+
+def first_step(state: TrajectoryState, runtime: Runtime[RunContext]) -> Literal["extract_state", "lower"]:
+    return step_entry(runtime)
+
+
+def after_extraction(state: TrajectoryState, runtime: Runtime[RunContext]) -> Literal["match_state", "lower"]:
+    """Without memory the state is only described to the lowering agent, never looked up in the KB."""
+    return "match_state" if runtime.context.uses_kb else "lower"
 
 
 def after_selection(state: TrajectoryState) -> Literal["lower", "__end__"]:
@@ -71,8 +91,8 @@ def after_verify(state: TrajectoryState) -> Literal["evaluate", "lower", "record
 
 
 def after_step(state: TrajectoryState, runtime: Runtime[RunContext], *,
-               resources: RunResources) -> Literal["extract_state", "__end__"]:
+               resources: RunResources) -> Literal["extract_state", "lower", "__end__"]:
     """Go on until the trajectory is L steps deep, or stop early when it keeps failing or the budget is spent."""
     if state.step >= runtime.context.depth or state.failed_steps >= runtime.context.max_failed_steps:
         return END
-    return END if resources.stop_reason() is not None else "extract_state"
+    return END if resources.stop_reason() is not None else step_entry(runtime)

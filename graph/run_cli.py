@@ -30,10 +30,9 @@ if TYPE_CHECKING:
     from kernelblaster.graph.progress import ProgressDisplay
 
 
-class OptimizeOptions(Options):
-    # Checked by `graph.preflight` (a Studio run's by the `setup` node) in the words every entry point uses.
-    problem: PathText
-    init: PathText | None = None
+class RunSettings(Options):
+    """The flags of `add_run_flags`, as a `RunContext` (shared by `optimize` and `bench run`)."""
+
     context: RunContext = RunContext()
 
     @model_validator(mode="before")
@@ -45,6 +44,12 @@ class OptimizeOptions(Options):
                                  "llm.jsonl answers)")
             flags = _with_prices(flags)
         return nested(flags, "context", RunContext)
+
+
+class OptimizeOptions(RunSettings):
+    # Checked by `graph.preflight` (a Studio run's by the `setup` node) in the words every entry point uses.
+    problem: PathText
+    init: PathText | None = None
 
 
 def _with_prices(flags: dict[str, Any]) -> dict[str, Any]:
@@ -72,21 +77,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                            options=OptimizeOptions, run=run_optimize)
     optimize.add_argument("problem", help="KernelBench-style problem file (Model, get_inputs, get_init_inputs)")
     optimize.add_argument("--init", metavar="FILE", help="start from this CUDA file instead of one the LLM writes")
-    _add_search_flags(optimize)
-    _add_agent_flags(optimize)
-    _add_endpoint_flags(optimize)
-    optimize.add_argument("--kb", dest="kb_path", metavar="PATH",
-                          help="an existing knowledge base file (default: $KERNELBLASTER_KB, else the user's KB; "
-                               "`kernelblaster kb init PATH` makes a new one)")
+    add_run_flags(optimize)
     optimize.add_argument("--run-dir", metavar="DIR", help="a new run directory (default: runs/<problem>-<time>)")
-    optimize.add_argument("--gpus", metavar="0,1", help="CUDA devices sharing the GPU work (0)")
-    optimize.add_argument("--precision", metavar="|".join(PRECISION_POLICIES), help="numerical freedom (strict)")
-    optimize.add_argument("--allow", metavar="LIBS", help="libraries candidates may use (cublas, cudnn, cutlass ...)")
-    optimize.add_argument("--no-profile", dest="profile", action="store_const", const=False,
-                          help="do not profile with Nsight Compute (states then come from timings alone)")
-    optimize.add_argument("--seed", metavar="N", help="seed of the optimization sampling (0)")
-    optimize.add_argument("--unsafe-no-sandbox", action="store_const", const=True,
-                          help="compile and run candidates without the OS sandbox (README: Security)")
 
     resume = add_command(subparsers, "resume", help="continue a run after a crash, a kill or Ctrl-C",
                          options=ResumeOptions, run=run_resume)
@@ -99,6 +91,24 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     answer.add_argument("run_dir", help="the run directory")
     answer.add_argument("--file", required=True, help="the answer: JSON of the schema, or CUDA code")
     answer.add_argument("--question", metavar="ID", help="which pending question (default: the first)")
+
+
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """The run settings (`RunSettings`): search shape, agents, endpoint, KB, GPUs and the rules for kernels."""
+    _add_search_flags(parser)
+    _add_agent_flags(parser)
+    _add_endpoint_flags(parser)
+    parser.add_argument("--kb", dest="kb_path", metavar="PATH",
+                        help="an existing knowledge base file (default: $KERNELBLASTER_KB, else the user's KB; "
+                             "`kernelblaster kb init PATH` makes a new one)")
+    parser.add_argument("--gpus", metavar="0,1", help="CUDA devices sharing the GPU work (0)")
+    parser.add_argument("--precision", metavar="|".join(PRECISION_POLICIES), help="numerical freedom (strict)")
+    parser.add_argument("--allow", metavar="LIBS", help="libraries candidates may use (cublas, cudnn, cutlass ...)")
+    parser.add_argument("--no-profile", dest="profile", action="store_const", const=False,
+                        help="do not profile with Nsight Compute (states then come from timings alone)")
+    parser.add_argument("--seed", metavar="N", help="seed of the optimization sampling (0)")
+    parser.add_argument("--unsafe-no-sandbox", action="store_const", const=True,
+                        help="compile and run candidates without the OS sandbox (README: Security)")
 
 
 def _add_search_flags(parser: argparse.ArgumentParser) -> None:

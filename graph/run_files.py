@@ -181,6 +181,11 @@ class RunFiles:
         return self.root / "endpoint.json"
 
     @property
+    def kb_journal(self) -> Path:
+        """Every change the run made to its KB (`kb.journal`)."""
+        return self.root / "kb_changes.jsonl"
+
+    @property
     def answers(self) -> Path:
         """The journal of agent answers (`graph.agents.AnswerJournal`)."""
         return self.root / "answers"

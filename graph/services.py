@@ -16,8 +16,9 @@ again gets them anew.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, Self
 
@@ -40,6 +41,10 @@ from kernelblaster.harness.problem import Problem, load_problem
 from kernelblaster.harness.profile import ProfileOutcome
 from kernelblaster.harness.requirements import missing_for_run
 from kernelblaster.harness.result import BaselineTiming, EvalResult
+from kernelblaster.kb.edits import EditResult, KBEdit
+from kernelblaster.kb.errors import KBLookupError
+from kernelblaster.kb.journal import ChangeId, KBChange, append_change
+from kernelblaster.kb.outcomes import OutcomeEvent
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.tools.errors import UserFacingError
 
@@ -123,7 +128,10 @@ def eval_options(context: RunContext, gpu: int) -> EvalOptions:
 
 
 class RunResources:
-    """What the nodes of one run share in this process: agents, the GPU pool of evaluators, builds, the KB."""
+    """What the nodes of one run share in this process: agents, the GPU pool of evaluators, builds, the KB.
+
+    Every KB change goes through `record_outcome` and `apply_edits`, which honour the run's memory switch
+    and journal the change in the run directory (`kb.journal`)."""
 
     def __init__(self, context: RunContext, problem: Problem, files: RunFiles, chat_models: ChatModels,
                  evaluators: EvaluatorFactory, suite_budget: TokenBudget | None = None) -> None:
@@ -184,6 +192,29 @@ class RunResources:
             if self._kb is None:
                 self._kb = KnowledgeBase.open(self.context.kb_path)
             yield self._kb
+
+    def record_outcome(self, event: OutcomeEvent) -> bool:
+        """Teach the KB one step's outcome; False if the run writes no KB (`RunContext.writes_kb`) or the KB
+        no longer has the state or technique (merged away meanwhile)."""
+        if not self.context.writes_kb:
+            return False
+        # Journaled first: a kill between the two leaves the change in the journal, never only in the KB.
+        append_change(self.files.kb_journal, KBChange.of_outcome(event, datetime.now(UTC).replace(microsecond=0)))
+        with self.knowledge_base() as kb:
+            try:
+                kb.record_outcome(event)
+            except KBLookupError:
+                return False
+        return True
+
+    def apply_edits(self, change_id: ChangeId, edits: Sequence[KBEdit]) -> list[EditResult]:
+        """Apply edits to the KB (none if the run writes no KB) and journal them under `change_id`."""
+        if not self.context.writes_kb:
+            return []
+        append_change(self.files.kb_journal, KBChange(id=change_id, at=datetime.now(UTC).replace(microsecond=0),
+                                                      edits=list(edits)))
+        with self.knowledge_base() as kb:
+            return kb.apply_edits(edits)
 
     def close(self) -> None:
         """Give back the evaluators' GPU memory and forget the builds and the KB; the run is over (for now)."""

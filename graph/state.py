@@ -122,8 +122,8 @@ class StepRecord(Value):
     iteration: int
     trajectory: int
     step: int
-    state_id: str
-    state_name: str
+    state_id: str | None
+    state_name: str | None
     discovered_state: bool
     technique: str | None
     predicted_speedup: float | None

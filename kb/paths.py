@@ -62,10 +62,6 @@ def snapshot_folder_for(kb_path: Path) -> Path:
     return kb_path.with_name(kb_path.stem + ".snapshots")
 
 
-def snapshot_path_for(kb_path: Path, run_id: str, iteration: int) -> Path:
-    return snapshot_folder_for(kb_path) / run_id / f"iteration-{iteration:04d}.json"
-
-
 def backup_path_for(kb_path: Path, label: str) -> Path:
     """Where a replaced KB is kept, e.g. the original of one migrated from v0: `kb.json` -> `kb.v0.bak.json`."""
     return kb_path.with_name(f"{kb_path.stem}.{label}.bak{kb_path.suffix}")

@@ -4,7 +4,8 @@ Every change runs under the file's inter-process lock on the latest content from
 atomic replace, so concurrent writers lose nothing and a killed writer leaves the previous file whole.
 Each learning update (`apply_edits`) is followed, in the same write, by pruning (`kb.pruning`), so the KB
 sheds what it no longer uses as it grows. The Chroma index beside the file is synced from the document
-whenever it is queried after a change.
+whenever it is queried after a change. Snapshots of the KB (one per learning iteration of a run) are kept
+compressed and within a bound (`kb.snapshots`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kernelblaster.kb import snapshots
 from kernelblaster.kb.codec import DecodedKB, decode, encode
 from kernelblaster.kb.edits import EditResult, KBEdit, apply_edits
 from kernelblaster.kb.errors import KBFileError
@@ -28,7 +30,6 @@ from kernelblaster.kb.paths import (
     resolve_kb_path,
     seed_kb_bytes,
     snapshot_folder_for,
-    snapshot_path_for,
 )
 from kernelblaster.kb.pruning import DEFAULT_POLICY as DEFAULT_PRUNE_POLICY
 from kernelblaster.kb.pruning import PrunePolicy, PruneReport, prune
@@ -36,6 +37,8 @@ from kernelblaster.kb.safe_files import exclusive_lock, write_atomically
 from kernelblaster.kb.schema import RUN_ID_PATTERN, KBDocument, PerformanceState
 from kernelblaster.kb.selection import DEFAULT_POLICY as DEFAULT_SELECTION_POLICY
 from kernelblaster.kb.selection import SelectedOptimization, SelectionPolicy, select_optimizations
+from kernelblaster.kb.snapshots import DEFAULT_POLICY as DEFAULT_SNAPSHOT_POLICY
+from kernelblaster.kb.snapshots import SnapshotPolicy
 from kernelblaster.tools.files import directory_problem
 
 _Result = TypeVar("_Result")
@@ -185,27 +188,28 @@ class KnowledgeBase:
         self._indexed_revision = self._revision
         return self._index.count()
 
-    def write_snapshot(self, run_id: str, iteration: int) -> Path:
-        """Save the KB as it is now for iteration `iteration` of run `run_id`; the snapshot's path."""
-        target = snapshot_path_for(self.path, _checked_run_id(run_id), iteration)
+    def write_snapshot(self, run_id: str, iteration: int,
+                       policy: SnapshotPolicy = DEFAULT_SNAPSHOT_POLICY) -> Path:
+        """Save the KB as it is now for iteration `iteration` of run `run_id`, compressed, and drop the
+        snapshots `policy` no longer keeps (`kb.snapshots`); the snapshot's path."""
         with exclusive_lock(self.path):
             self.refresh()
-            write_atomically(target, encode(self._document))
-        return target
+            return snapshots.write_snapshot(snapshot_folder_for(self.path), _checked_run_id(run_id), iteration,
+                                            encode(self._document), policy)
 
     def snapshots(self) -> dict[str, list[int]]:
         """The snapshots kept beside the KB: for each run id, the iterations it saved, in order."""
-        saved: dict[str, list[int]] = {}
-        for path in sorted(snapshot_folder_for(self.path).glob("*/iteration-*.json")):
-            saved.setdefault(path.parent.name, []).append(int(path.stem.removeprefix("iteration-")))
-        return saved
+        return snapshots.kept(snapshot_folder_for(self.path))
 
     def restore_snapshot(self, run_id: str, iteration: int) -> None:
         """Make the KB what it was when `write_snapshot(run_id, iteration)` was called."""
-        if iteration not in self.snapshots().get(run_id, []):
-            raise KBFileError(snapshot_folder_for(self.path), f"no snapshot of run {run_id} iteration {iteration}")
-        source = snapshot_path_for(self.path, run_id, iteration)
-        self.replace_document(decode(source, _read_bytes(source)).document)
+        folder = snapshot_folder_for(self.path)
+        with exclusive_lock(self.path):  # no writer trims the snapshot away while it is read
+            try:
+                source, content = snapshots.read_snapshot(folder, run_id, iteration)
+            except KeyError:
+                raise KBFileError(folder, f"no snapshot of run {run_id} iteration {iteration}") from None
+        self.replace_document(decode(source, content).document)
 
     def _change(self, change: Callable[[KBDocument], _Result]) -> _Result:
         with exclusive_lock(self.path):
@@ -283,6 +287,15 @@ def _checked_run_id(run_id: str) -> str:
     return run_id
 
 
+def trim_snapshots(kb_path: Path, policy: SnapshotPolicy) -> None:
+    """Drop the snapshots of the KB file `kb_path` that `policy` does not keep (none if it has none)."""
+    folder = snapshot_folder_for(kb_path)
+    if folder.is_dir():
+        with exclusive_lock(kb_path):
+            snapshots.trim(folder, policy)
+
+
 def read_document(path: Path) -> KBDocument:
-    """The validated document of a KB file (an older version migrated in memory only); nothing is written."""
-    return decode(path, _read_bytes(path)).document
+    """The validated document of a KB file or a snapshot (compressed or not; an older version migrated in
+    memory only); nothing is written."""
+    return decode(path, snapshots.decompressed(_read_bytes(path))).document

@@ -3,6 +3,7 @@
 The numeric signature (what the KB indexes) is always computed from the profile; the state extractor
 adds the words: a name, the primary bottleneck, secondary characteristics, a description. If the agent
 cannot answer, the signature's own one-line reading stands in. A kernel already read keeps its state.
+With cycles-only profile feedback (an ablation) the profile is reduced to its elapsed cycles: no signature.
 """
 
 from __future__ import annotations

@@ -36,7 +36,8 @@ NO_TECHNIQUE = "none"
 class CudaAnswer(BaseModel):
     """A complete CUDA source written by the lowering agent, with what it changed."""
 
-    technique: str | None = Field(default=None, description="The name of the offered optimization applied")
+    technique: str | None = Field(default=None, description="The optimization applied: its name as offered, or "
+                                     "your own short identifier when none was offered")
     explanation: str = Field(description="What the code does differently and why that should be faster")
     cuda_source: str = Field(description="The complete .cu file: includes kb_problem.h and defines kb_forward")
 

@@ -2,7 +2,8 @@
 
 It is shown the problem, the generated header, the current code, its profile, its state with the KB slice
 of the sampled optimizations, and, on a retry, the failed attempt with the compiler's or the verifier's
-message. No usable answer ends the step as failed (`ending`), and the trajectory goes on.
+message. No usable answer ends the step as failed (`ending`), and the trajectory goes on. Without memory
+and in the minimal agent (ablations) it is offered nothing: it picks an optimization itself, shown no KB.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from kernelblaster.graph.agents import AgentFailed, Question
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import StepEnding, TrajectoryState
+from kernelblaster.graph.state import ProfiledState, StepEnding, TrajectoryState
 from kernelblaster.kb.prompt_slice import render_prompt_slice
 from kernelblaster.nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
 from kernelblaster.nodes.profile_view import profile_view
@@ -25,14 +26,15 @@ NODE = "lower"
 def lower(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
     step = state.this_step
     offered = [choice.technique for choice in step.choices]
+    question = _question(state, resources, offered) if runtime.context.uses_kb else _unguided_question(state, resources)
     try:
-        answer = resources.ask(_question(state, resources, offered))
+        answer = resources.ask(question)
     except AgentFailed as failure:
         write_note(runtime, trajectory_note(NODE, state, f"no code: {failure}"))
         ending = StepEnding(outcome="llm_failed", detail=str(failure))
         return {"this_step": step.replace(ending=ending, attempts=step.attempts + 1), "token_usage": [failure.usage]}
     # A hand-written answer may leave the technique out; it then applies the first one offered.
-    applied = answer.value.model_copy(update={"technique": answer.value.technique or offered[0]})
+    applied = answer.value.model_copy(update={"technique": answer.value.technique or next(iter(offered), None)})
     candidate = save_candidate(resources.files, applied, state.next_attempt_label)
     write_note(runtime, trajectory_note(NODE, state, f"{candidate.technique} -> {candidate.source}"))
     return {"this_step": step.replace(candidate=candidate, attempts=step.attempts + 1), "token_usage": [answer.usage]}
@@ -46,15 +48,34 @@ def _question(state: TrajectoryState, resources: RunResources, offered: list[str
         kb_slice = render_prompt_slice(kb_state, state.this_step.choices, context.kb_slice_tokens) if kb_state else ""
     return load_prompt(NODE).question(
         role="lowering", node=NODE, key=f"{state.next_attempt_label}.{NODE}", schema=CudaAnswer,
-        check=lambda answer: _problem_with(answer, offered),
-        pytorch_source=resources.problem.source, header=resources.header,
-        current_source=resources.files.read(state.current.source), current_time=_timing(state),
-        profile=profile_view(resources, state.current).findings,
-        state=f"{state.profiled.name}: {state.profiled.primary_bottleneck}. {state.profiled.description}",
-        kb_slice=kb_slice, offered=", ".join(offered),
-        allowed_libraries=", ".join(context.allow) or "none", precision=context.precision,
-        feedback=feedback_section(resources.files, state.this_step.feedback),
+        check=lambda answer: _problem_with(answer, offered), **_kernel_fields(state, resources),
+        state=_describe_state(state.profiled), kb_slice=kb_slice, offered=", ".join(offered),
     )
+
+
+def _unguided_question(state: TrajectoryState, resources: RunResources) -> Question[CudaAnswer]:
+    """The lowering prompt without memory: the kernel, its profile and (unless the minimal agent) its state."""
+    described = f"\n## Its performance state\n{_describe_state(state.profiled)}\n" if state.profiled else ""
+    return load_prompt(f"{NODE}_unguided").question(
+        role="lowering", node=NODE, key=f"{state.next_attempt_label}.{NODE}", schema=CudaAnswer, check=check_cuda,
+        **_kernel_fields(state, resources), state=described,
+    )
+
+
+def _kernel_fields(state: TrajectoryState, resources: RunResources) -> dict[str, str]:
+    """What every lowering prompt shows: the model, the header, the current kernel, its profile, the rules."""
+    context = resources.context
+    return {
+        "pytorch_source": resources.problem.source, "header": resources.header,
+        "current_source": resources.files.read(state.current.source), "current_time": _timing(state),
+        "profile": profile_view(resources, state.current).findings,
+        "allowed_libraries": ", ".join(context.allow) or "none", "precision": context.precision,
+        "feedback": feedback_section(resources.files, state.this_step.feedback),
+    }
+
+
+def _describe_state(profiled: ProfiledState) -> str:
+    return f"{profiled.name}: {profiled.primary_bottleneck}. {profiled.description}"
 
 
 def _problem_with(answer: CudaAnswer, offered: list[str]) -> str | None:

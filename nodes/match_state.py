@@ -3,7 +3,8 @@
 The nearest states by signature come from the KB's Chroma index. One that is nearly identical is taken
 as it is; otherwise the state matcher compares the kernel's state with the nearest ones (primary and
 secondary bottlenecks) and either picks one or names a new state with the optimizations worth trying
-there, which is added to the KB. Without an answer, the nearest state stands.
+there, which is added to the KB. Without an answer, the nearest state stands; so it does for a new state
+when the run writes no KB (memory frozen).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import MatchedState, ProfiledState, TokenUsage, TrajectoryState
 from kernelblaster.kb.edits import AddOptimization, AddState, KBEdit, apply_edits
 from kernelblaster.kb.index import StateMatch
+from kernelblaster.kb.journal import ChangeId
 from kernelblaster.kb.schema import Category, KBDocument, LongText, Optimization, PerformanceState, PriorSpeedup, Slug
 from kernelblaster.nodes.kernels import read_result
 from kernelblaster.nodes.prompting import load_prompt
@@ -88,9 +90,12 @@ def _ask_matcher(resources: RunResources, state: TrajectoryState, profiled: Prof
         chosen = next(m for m in nearest if m.state.id == decision.state_id)
         return _known(profiled, chosen), [answer.usage]
     assert decision.new_state is not None, "checked by _problem_with"
-    with resources.knowledge_base() as kb:
-        # A replayed answer (resumed run) finds its state already added; the rejection changes nothing.
-        kb.apply_edits(discovery_edits(decision.new_state, profiled, arch, document.techniques))
+    if not resources.context.writes_kb:
+        return (_known(profiled, nearest[0]) if nearest else None), [answer.usage]
+    # A replayed answer (resumed run) finds its state already added; the rejection changes nothing.
+    resources.apply_edits(ChangeId(run_id=state.run_id, iteration=state.iteration, trajectory=state.trajectory,
+                                   step=state.step, kind="discovery"),
+                          discovery_edits(decision.new_state, profiled, arch, document.techniques))
     return MatchedState(kernel_sha256=profiled.kernel_sha256, state_id=decision.new_state.id, name=profiled.name,
                         distance=None, discovered=True), [answer.usage]
 

@@ -26,6 +26,7 @@ from kernelblaster.kb.edits import (
     SetDescription,
     SetPrior,
 )
+from kernelblaster.kb.journal import ChangeId
 from kernelblaster.kb.prompt_slice import describe_evidence
 from kernelblaster.kb.schema import KBDocument
 from kernelblaster.nodes.learning import iteration_steps, learning_note, skipped_note
@@ -75,15 +76,15 @@ def _update(state: OptimizationState, resources: RunResources,
         answer = resources.ask(_question(state, resources, analysis_path))
     except AgentFailed as failure:
         return skipped_note(state.iteration, NODE, str(failure)), [failure.usage]
-    with resources.knowledge_base() as kb:
-        results = kb.apply_edits(answer.value.edits)
+    results = resources.apply_edits(ChangeId(run_id=state.run_id, iteration=state.iteration, kind="learning"),
+                                    answer.value.edits)
     applied = AppliedUpdate(update=answer.value, results=results)
     files.save(path, applied)
     return _note(state.iteration, applied, path), [answer.usage]
 
 
 def _question(state: OptimizationState, resources: RunResources, analysis_path: str) -> Question[KBUpdate]:
-    state_ids = sorted({step.state_id for step in iteration_steps(state)})
+    state_ids = sorted({step.state_id for step in iteration_steps(state) if step.state_id})
     with resources.knowledge_base() as kb:
         document = kb.document
         states = "\n\n".join(describe_kb_state(document, state_id) for state_id in state_ids)

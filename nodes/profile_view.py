@@ -1,6 +1,7 @@
 """What the profile of a measured kernel says, in the forms the prompts and the KB need: its signature, the
 signature's one-line reading, and the findings text. Read by the state extraction, the lowering and the
-gap analysis.
+gap analysis. With cycles-only profile feedback (an ablation) a profile is reduced to its elapsed cycles:
+no signature, no findings.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ class ProfileView(BaseModel):
 def profile_view(resources: RunResources, kernel: KernelRef) -> ProfileView:
     result = read_result(resources.files, kernel.result)
     profile = result.profile
+    if isinstance(profile, ProfileReport) and resources.context.profile_feedback == "cycles-only":
+        cycles = f"{profile.total_elapsed_cycles:.0f} elapsed cycles, {kernel.time_ms:.4f} ms per call"
+        return ProfileView(signature=None, summary=cycles, findings=cycles)
     if isinstance(profile, ProfileReport):
         signature = profile.signature if any(profile.signature) else None
         return ProfileView(signature=signature, summary=profile.signature_summary, findings=profile.findings)

@@ -5,7 +5,7 @@ under the event id (run, iteration, trajectory, step): a resumed run that record
 nothing. A suspicious result counts as an attempt but is never rewarded, and never becomes the kernel the
 trajectory stands on. A faster kernel does, and the next step starts from it. A step the harness could not
 judge (`harness_error`) is kept in the replay buffer but teaches the KB nothing: it is no evidence about
-the technique.
+the technique. Steps of a run without memory (an ablation) match no KB state and teach nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import StepEnding, StepProgress, StepRecord, TrajectoryState, faster_kernel
-from kernelblaster.kb.errors import KBLookupError
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent
 from kernelblaster.kb.schema import OutcomeStatus
 
@@ -34,12 +33,14 @@ KB_STATUS: dict[str, OutcomeStatus] = {
 def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
     step = state.this_step
     ending = step.ending
-    assert ending is not None and state.matched is not None, "a step ends before it is recorded"
+    assert ending is not None, "a step ends before it is recorded"
     technique = step.candidate.technique if step.candidate else None
     speedup = state.current.time_ms / ending.after.time_ms if ending.after else None
+    matched = state.matched
     record = StepRecord(
-        iteration=state.iteration, trajectory=state.trajectory, step=state.step, state_id=state.matched.state_id,
-        state_name=state.matched.name, discovered_state=state.matched.discovered, technique=technique,
+        iteration=state.iteration, trajectory=state.trajectory, step=state.step,
+        state_id=matched.state_id if matched else None, state_name=matched.name if matched else None,
+        discovered_state=matched.discovered if matched else False, technique=technique,
         predicted_speedup=next((c.expected_speedup for c in step.choices if c.technique == technique), None),
         outcome=ending.outcome, attempts=step.attempts, detail=ending.detail[:500], before=state.current,
         after=ending.after, speedup=speedup, kb_updated=_teach_kb(resources, state, ending, technique, speedup),
@@ -50,7 +51,8 @@ def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, resourc
 
 def _teach_kb(resources: RunResources, state: TrajectoryState, ending: StepEnding, technique: str | None,
               speedup: float | None) -> bool:
-    """Record the outcome in the KB; False when it is not a kernel's outcome (no code was written)."""
+    """Record the outcome in the KB; False when it is not a kernel's outcome in a KB state (no code was written,
+    no state was matched) or the run writes no KB."""
     status = KB_STATUS.get(ending.outcome)
     if status is None or technique is None or state.matched is None:
         return False
@@ -60,12 +62,7 @@ def _teach_kb(resources: RunResources, state: TrajectoryState, ending: StepEndin
         state_id=state.matched.state_id, technique=technique, status=status,
         speedup=speedup if status is OutcomeStatus.MEASURED else None, previous_technique=state.current.technique,
     )
-    with resources.knowledge_base() as kb:
-        try:
-            kb.record_outcome(event)
-        except KBLookupError:
-            return False  # the state or technique left the KB meanwhile (merged away, deprecated)
-    return True
+    return resources.record_outcome(event)
 
 
 def _moved_on(state: TrajectoryState, ending: StepEnding, technique: str | None) -> dict[str, object]:

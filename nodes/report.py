@@ -118,7 +118,7 @@ def _steps_table(steps: list[StepRecord]) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     for s in sorted(steps, key=lambda s: (s.iteration, s.trajectory, s.step)):
         new = " (new)" if s.discovered_state else ""
-        lines.append(f"| {s.iteration + 1} | {s.trajectory} | {s.step + 1} | {s.state_id}{new} | "
+        lines.append(f"| {s.iteration + 1} | {s.trajectory} | {s.step + 1} | {s.state_id or '-'}{new} | "
                      f"{s.technique or '-'} | {_ratio(s.predicted_speedup)} | {s.outcome} | {_ratio(s.speedup)} |")
     return lines
 

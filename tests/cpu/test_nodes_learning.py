@@ -63,7 +63,7 @@ def test_an_update_that_does_not_fit_the_edit_schema_is_asked_for_again(tmp_path
 
 def test_every_iteration_leaves_a_snapshot_of_the_kb(tmp_path: Path) -> None:
     _learn(tmp_path)
-    assert len(list((tmp_path / "kb" / "kb.snapshots").glob("run*/iteration-0000.json"))) == 1
+    assert len(list((tmp_path / "kb" / "kb.snapshots").glob("run*/iteration-0000.json.gz"))) == 1
 
 
 def test_a_failed_analysis_skips_the_kb_edits_and_the_run_finishes(tmp_path: Path) -> None:

@@ -1,0 +1,158 @@
+"""`kernelblaster bench baseline`: PyTorch eager and torch.compile times of every problem of a suite on this
+machine, beside KernelBench's published H100 times, so a user sees whether machine and protocol match.
+
+One process per problem and GPU (a problem moving 16 GiB cannot take the others down); results go to a
+results database as they come, so an interrupted run resumes where it stopped, and the harness caches
+each baseline too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from pydantic import BaseModel
+
+from kernelblaster.eval.local_launcher import Finished, LocalLauncher
+from kernelblaster.eval.metrics import geomean
+from kernelblaster.eval.problems import SuiteProblem
+from kernelblaster.eval.results import DATABASE_NAME, BaselineRow, ResultsDB
+from kernelblaster.eval.suite import runner_lock
+from kernelblaster.graph.services import Services
+from kernelblaster.harness.evaluate import EvalOptions
+from kernelblaster.harness.precision import PrecisionPolicy
+from kernelblaster.harness.problem import load_problem
+from kernelblaster.tools.errors import UserFacingError
+
+PUBLISHED_FILES = {"eager": "baseline_time_torch.json", "compile": "baseline_time_torch_compile_inductor_default.json"}
+REPORT_NAME = "baseline.md"
+PROTOCOLS = ("Here: median of many calls after warm-up, L2 flushed and inputs rotated between calls, CUDA events "
+             "cross-checked by a host clock. KernelBench (H100_Modal): wall clock, 3 warm-ups, mean of 100 trials, "
+             "PyTorch 2.5.0, CUDA 12.4; so ratios near 1 mean the same machine class and protocol.")
+
+
+class BaselineJob(BaseModel):
+    problem: SuiteProblem
+    precision: PrecisionPolicy
+    published_eager_ms: float | None
+    published_compile_ms: float | None
+
+
+def measure_baseline(job: BaselineJob, services: Services, emit: Callable[[BaseModel], None],
+                     slot: str) -> BaselineRow:
+    """Time one problem's baselines on the task's GPU; a failure is the row's `error`."""
+    row = BaselineRow(problem_id=job.problem.id, level=job.problem.level, path=job.problem.path, gpu=slot,
+                      precision=job.precision, published_eager_ms=job.published_eager_ms,
+                      published_compile_ms=job.published_compile_ms)
+    try:
+        evaluator = services.evaluators(load_problem(job.problem.path), EvalOptions(precision=job.precision, gpu=0))
+        timing = evaluator.baseline()
+    except Exception as error:  # one problem's failure is its row, and the others go on
+        return row.model_copy(update={"error": f"{type(error).__name__}: {error}"[:500]})
+    return row.model_copy(update={
+        "gpu": _device_name(slot), "eager_ms": timing.eager.median_ms,
+        "compile_ms": timing.compiled.median_ms if timing.compiled else None, "compile_error": timing.compile_error})
+
+
+def run_baselines(root: Path, problems: Sequence[SuiteProblem], gpus: Sequence[int], precision: PrecisionPolicy,
+                  published_dir: Path, out: TextIO, services_factory: Callable[[], Services] = Services) -> Path:
+    """Time every problem not yet timed in `root`, then write the comparison; the report's path."""
+    published = {kind: _published(published_dir / name) for kind, name in PUBLISHED_FILES.items()}
+    with runner_lock(root):
+        db = ResultsDB.open(root / DATABASE_NAME, create=True)
+        try:
+            done = {row.problem_id for row in db.baselines() if row.error is None}
+            todo = [BaselineJob(problem=p, precision=precision,
+                                published_eager_ms=_lookup(published["eager"], p),
+                                published_compile_ms=_lookup(published["compile"], p))
+                    for p in problems if p.id not in done]
+            _measure_all(db, todo, gpus, services_factory, out)
+            rows = db.baselines()
+        finally:
+            db.close()
+    report = root / REPORT_NAME
+    report.write_text(render_comparison([row for row in rows if row.problem_id in {p.id for p in problems}]))
+    return report
+
+
+def _measure_all(db: ResultsDB, todo: list[BaselineJob], gpus: Sequence[int],
+                 services_factory: Callable[[], Services], out: TextIO) -> None:
+    launcher = LocalLauncher(gpus, services_factory)
+    waiting = list(enumerate(todo))
+    started: dict[int, BaselineJob] = {}
+    try:
+        while waiting or started:
+            while waiting and launcher.free_slots:
+                key, job = waiting.pop(0)
+                launcher.start(key, measure_baseline, job)
+                started[key] = job
+            for message in launcher.wait(1.0):
+                if isinstance(message, Finished):
+                    job = started.pop(message.key)
+                    row = message.result if isinstance(message.result, BaselineRow) else BaselineRow(
+                        problem_id=job.problem.id, level=job.problem.level, path=job.problem.path,
+                        error=f"the worker died: {message.why}")
+                    db.record_baseline(row)
+                    print(_line(row), file=out, flush=True)
+    finally:
+        launcher.close()
+
+
+def render_comparison(rows: Sequence[BaselineRow]) -> str:
+    lines = ["# PyTorch baselines here and published (KernelBench, H100)", "", PROTOCOLS, "",
+             "| problem | GPU | eager ms | compile ms | published eager ms | published compile ms | eager ratio | "
+             "compile ratio | note |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        lines.append(f"| {row.problem_id} | {row.gpu or '-'} | {_ms(row.eager_ms)} | {_ms(row.compile_ms)} | "
+                     f"{_ms(row.published_eager_ms)} | {_ms(row.published_compile_ms)} | "
+                     f"{_ratio(row.eager_ms, row.published_eager_ms)} | "
+                     f"{_ratio(row.compile_ms, row.published_compile_ms)} | {row.error or row.compile_error or ''} |")
+    eager = [row.eager_ms / row.published_eager_ms for row in rows if row.eager_ms and row.published_eager_ms]
+    compiled = [row.compile_ms / row.published_compile_ms for row in rows
+                if row.compile_ms and row.published_compile_ms]
+    lines += ["", f"Geometric mean of here / published: eager {_value(geomean(eager))} over {len(eager)} problems, "
+                  f"torch.compile {_value(geomean(compiled))} over {len(compiled)} problems (above 1: slower here)."]
+    return "\n".join(lines) + "\n"
+
+
+def _published(path: Path) -> dict[str, dict[str, float]]:
+    """`{"level1": {"19_ReLU.py": mean ms}}`, or nothing if the file is not there."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        return {level: {name: float(entry["mean"]) for name, entry in problems.items()}
+                for level, problems in data.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise UserFacingError(f"{path}: not a KernelBench baseline-times file ({error})") from None
+
+
+def _lookup(published: dict[str, dict[str, float]], problem: SuiteProblem) -> float | None:
+    return published.get(f"level{problem.level}", {}).get(Path(problem.path).name)
+
+
+def _device_name(slot: str) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else slot
+
+
+def _line(row: BaselineRow) -> str:
+    if row.error:
+        return f"{row.problem_id}: failed: {row.error}"
+    return (f"{row.problem_id}: eager {_ms(row.eager_ms)} ms (published {_ms(row.published_eager_ms)}), "
+            f"compile {_ms(row.compile_ms)} ms (published {_ms(row.published_compile_ms)})")
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.4f}" if value is not None else "-"
+
+
+def _ratio(here: float | None, published: float | None) -> str:
+    return f"{here / published:.2f}" if here and published else "-"
+
+
+def _value(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "-"

@@ -1,0 +1,238 @@
+"""`kernelblaster bench run | resume | report | baseline`: benchmark suites from the command line.
+
+Flags are validated into the options models below (a run's settings into `RunContext`, as for `optimize`)
+before anything is created. Building the parser imports nothing heavy; each command imports what it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from kernelblaster.graph.run_cli import RunSettings, add_run_flags
+from kernelblaster.harness.precision_policy import PRECISION_POLICIES, PrecisionPolicy
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.options import GpuIndices, Options, PathText, PositiveInt, Seconds, add_command
+
+if TYPE_CHECKING:
+    from kernelblaster.eval.problems import SuiteProblem
+    from kernelblaster.eval.results import ProblemRow
+    from kernelblaster.eval.suite import SuiteConfig
+
+SUITES_DIRECTORY = Path("suites")
+SuiteMemory = Literal["continual", "fresh", "frozen", "none"]
+
+
+class Selection(Options):
+    suite: PathText
+    level: str | None = None
+    problems: str | None = None
+
+
+class BenchRunOptions(RunSettings, Selection):
+    out: PathText | None = None
+    order: Literal["given", "shuffle"] = "given"
+    shuffle_seed: int = 0
+    suite_memory: SuiteMemory = "continual"
+    max_wall: Seconds | None = None
+    suite_token_limit: PositiveInt | None = None
+    ray: str | None = None
+    parallel: PositiveInt | None = None
+
+
+class ResumeOptions(Options):
+    suite_dir: PathText
+    ray: str | None = None
+    suite_token_limit: PositiveInt | None = None
+
+
+class ReportOptions(Options):
+    suite_dir: PathText
+    compare: tuple[PathText, ...] = ()
+    out: PathText | None = None
+
+
+class BaselineOptions(Selection):
+    out: PathText | None = None
+    gpus: GpuIndices = (0,)
+    precision: PrecisionPolicy = "strict"
+    published: PathText | None = None
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add `bench` and its sub-commands."""
+    parser = subparsers.add_parser("bench", help="benchmark suites: many problems, one learning KB, reports")
+    commands = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH_COMMAND")
+
+    run = add_command(commands, "run", help="optimize every problem of a suite, all learning into one KB",
+                      options=BenchRunOptions, run=run_bench)
+    _add_selection(run)
+    run.add_argument("--out", metavar="SUITE_DIR", help="suite directory (default: suites/<name>-<time>)")
+    run.add_argument("--order", metavar="given|shuffle", help="problem order (given)")
+    run.add_argument("--shuffle-seed", metavar="N", help="seed of --order shuffle (0)")
+    add_run_flags(run)
+    run.add_argument("--memory", dest="suite_memory", metavar="continual|fresh|frozen|none",
+                     help="continual: learn from the --kb KB on; fresh: from the seed KB; frozen: read, never "
+                          "write; none: no KB (ablation)")
+    run.add_argument("--signature", dest="profile_feedback", metavar="full|cycles-only",
+                     help="profile feedback: the full Nsight Compute profile, or elapsed cycles only (ablation)")
+    run.add_argument("--agent", metavar="full|minimal",
+                     help="full method, or the minimal agent: lowering with feedback only (ablation)")
+    run.add_argument("--max-wall", metavar="SECONDS",
+                     help="wall-time budget of each problem (its token budget: --token-limit)")
+    _add_suite_token_limit(run)
+    _add_ray(run)
+    run.add_argument("--parallel", metavar="N", help="with --ray: problems in flight at once (the cluster's GPUs)")
+
+    resume = add_command(commands, "resume", help="continue a suite after a crash or a kill",
+                         options=ResumeOptions, run=run_resume)
+    resume.add_argument("suite_dir", help="the suite directory")
+    _add_ray(resume)
+    _add_suite_token_limit(resume, " (replaces the suite's: to go on after it stopped at its limit)")
+
+    report = add_command(commands, "report", help="Markdown and HTML report with plots of a suite's results",
+                         options=ReportOptions, run=run_report)
+    report.add_argument("suite_dir", help="the suite directory")
+    report.add_argument("--compare", nargs="+", metavar="OTHER_DIR", help="other suites (ablations) side by side")
+    report.add_argument("--out", metavar="DIR", help="where to write (default: SUITE_DIR/report)")
+
+    baseline = add_command(commands, "baseline", help="time PyTorch eager and torch.compile for every problem and "
+                           "compare with KernelBench's published H100 times", options=BaselineOptions,
+                           run=run_baseline)
+    _add_selection(baseline)
+    baseline.add_argument("--out", metavar="DIR", help="results directory (default: suites/baseline-<name>-<time>)")
+    baseline.add_argument("--gpus", metavar="0,1", help="CUDA devices to time on (0)")
+    baseline.add_argument("--precision", metavar="|".join(PRECISION_POLICIES), help="numerical freedom (strict)")
+    baseline.add_argument("--published", metavar="DIR",
+                          help="KernelBench baseline_times/<hardware> directory (default: SUITE's H100_Modal)")
+
+
+def _add_selection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("suite", help="a KernelBench-layout directory, or a text file listing problems")
+    parser.add_argument("--level", metavar="1,2", help="levels to run (default: all)")
+    parser.add_argument("--problems", metavar="1-20,23", help="problem numbers within the levels (default: all)")
+
+
+def _add_suite_token_limit(parser: argparse.ArgumentParser, note: str = "") -> None:
+    parser.add_argument("--suite-token-limit", metavar="TOKENS",
+                        help="tokens all the suite's problems may spend together: then no problem starts and the "
+                             f"running ones end cleanly{note}")
+
+
+def _add_ray(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ray", metavar="auto|ADDRESS", help="run on a Ray cluster (pip install 'kernelblaster["
+                        "cluster]'): one task per problem with one GPU, the KB held by one actor")
+
+
+def run_bench(options: BenchRunOptions) -> int:
+    from kernelblaster.eval.progress import SuiteDisplay
+    from kernelblaster.eval.runner import start_suite
+
+    config = _suite_config(options)
+    suite = Path(options.suite)
+    root = Path(options.out) if options.out else SUITES_DIRECTORY / f"{suite.stem}-{datetime.now():%Y%m%d-%H%M%S}"
+    print(f"suite directory: {root} ({len(config.problems)} problems, {config.ablation})")
+    rows = start_suite(root, config, display=SuiteDisplay(sys.stdout), ray_address=options.ray)
+    return _finish(root, rows)
+
+
+def run_resume(options: ResumeOptions) -> int:
+    from kernelblaster.eval.progress import SuiteDisplay
+    from kernelblaster.eval.runner import resume_suite
+
+    root = Path(options.suite_dir)
+    return _finish(root, resume_suite(root, display=SuiteDisplay(sys.stdout), ray_address=options.ray,
+                                      token_limit=options.suite_token_limit))
+
+
+def run_report(options: ReportOptions) -> int:
+    from kernelblaster.eval.report import write_report
+
+    root = Path(options.suite_dir)
+    written = write_report(root, [Path(other) for other in options.compare],
+                           Path(options.out) if options.out else root / "report")
+    print("\n".join(str(path) for path in written))
+    return 0
+
+
+def run_baseline(options: BaselineOptions) -> int:
+    from kernelblaster.eval.baseline import run_baselines
+
+    problems = _selected_problems(options)
+    suite = Path(options.suite)
+    stamp = f"{datetime.now():%Y%m%d-%H%M%S}"
+    root = Path(options.out) if options.out else SUITES_DIRECTORY / f"baseline-{suite.stem}-{stamp}"
+    published = Path(options.published) if options.published else \
+        (suite if suite.is_dir() else suite.parent) / "baseline_times" / "H100_Modal"
+    _require_gpu()
+    report = run_baselines(root, problems, options.gpus, options.precision, published, out=sys.stdout)
+    print(f"baselines: {root / 'results.sqlite'}\nreport: {report}")
+    return 0
+
+
+def _suite_config(options: BenchRunOptions) -> SuiteConfig:
+    from kernelblaster.eval.problems import ordered
+    from kernelblaster.eval.suite import RUN_MEMORY, SuiteConfig
+    from kernelblaster.eval.worker import ProblemBudget
+    from kernelblaster.graph.services import Services
+    from kernelblaster.kb.paths import resolve_kb_path
+
+    problems = ordered(_selected_problems(options), options.order, options.shuffle_seed)
+    if options.context.llm in ("human", "replay"):
+        raise UserFacingError(f"--llm {options.context.llm}: a suite's problems are answered by an endpoint "
+                              "(optimize one problem with `kernelblaster optimize` for this)")
+    context = options.context.model_copy(update={"memory": RUN_MEMORY[options.suite_memory]})
+    Services().check(context)
+    if options.ray is None:
+        _require_gpu()
+    window = len(context.gpus) if options.ray is None else _ray_window(options)
+    return SuiteConfig(
+        source=str(Path(options.suite).resolve()), selection=f"levels {options.level or 'all'}, problems "
+        f"{options.problems or 'all'}", order=options.order, shuffle_seed=options.shuffle_seed, problems=problems,
+        context=context, memory=options.suite_memory,
+        start_kb="seed" if options.suite_memory == "fresh" else str(resolve_kb_path(context.kb_path).resolve()),
+        budget=ProblemBudget(max_wall_s=options.max_wall), window=window, gpus=context.gpus,
+        token_limit=options.suite_token_limit)
+
+
+def _selected_problems(options: Selection) -> list[SuiteProblem]:
+    from kernelblaster.eval.problems import parse_levels, parse_ranges, select_problems
+
+    levels = parse_levels(options.level) if options.level else None
+    numbers = parse_ranges(options.problems) if options.problems else None
+    return select_problems(Path(options.suite), levels, numbers)
+
+
+def _ray_window(options: BenchRunOptions) -> int:
+    from kernelblaster.eval.ray_cluster import cluster_gpus
+
+    window = options.parallel or cluster_gpus(options.ray or "auto")
+    if window < 1:
+        raise UserFacingError(f"--ray {options.ray}: the cluster has no GPUs (or give --parallel N)")
+    return window
+
+
+def _require_gpu() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UserFacingError("no CUDA GPU is visible: suites run on NVIDIA GPUs (or on a Ray cluster with --ray)")
+
+
+def _finish(root: Path, rows: list[ProblemRow]) -> int:
+    from kernelblaster.eval.suite import open_suite
+
+    suite = open_suite(root)
+    ending = suite.ending()
+    suite.db.close()
+    if ending is not None and ending.reason == "token_limit":
+        print(f"the suite ended early: {ending.detail}; {ending.left} problem(s) not run (go on with `kernelblaster "
+              f"bench resume {root} --suite-token-limit N`)")
+    failed = [row for row in rows if row.status == "failed"]
+    print(f"results: {root / 'results.sqlite'}; report: `kernelblaster bench report {root}`")
+    if failed:
+        print(f"{len(failed)} problem(s) failed: " + ", ".join(row.problem_id for row in failed[:10]))
+    return 0

@@ -1,0 +1,102 @@
+"""`kernelblaster bench ...` from the command line: bad input gets one clear line and a non-zero exit, and
+nothing is written; the command group itself loads nothing heavy. Also `bench baseline`'s comparison."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fixtures.suite.scripted_suite import KERNELBENCH, services_factory
+
+from kernelblaster.eval.baseline import run_baselines
+from kernelblaster.eval.problems import select_problems
+from kernelblaster.eval.results import DATABASE_NAME, SCHEMA_VERSION, ResultsDB
+from kernelblaster.graph.cli import main
+from kernelblaster.graph.services import Services
+
+
+def _fails_in_one_line(argv: list[str], capsys: pytest.CaptureFixture, expected: str) -> None:
+    status = main(argv)
+    error = capsys.readouterr().err
+    assert status == 2, error
+    assert error.count("\n") == 1 and expected in error, error
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    (["--level", "4"], "has levels 1, 2"),
+    (["--problems", "300-310"], "no problem numbered 300"),
+    (["--problems", "x-y"], "not a number or a range"),
+    (["--llm", "human"], "--llm human"),
+])
+def test_bad_suite_selections_and_options_are_one_line_errors_that_write_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture, arguments: list[str], expected: str) -> None:
+    _fails_in_one_line(["bench", "run", str(KERNELBENCH), "--out", str(tmp_path / "suite"), *arguments], capsys,
+                       expected)
+    assert not (tmp_path / "suite").exists()
+
+
+def test_an_empty_suite_directory_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "empty").mkdir()
+    _fails_in_one_line(["bench", "run", str(tmp_path / "empty"), "--out", str(tmp_path / "suite")], capsys,
+                       "no problems found")
+    assert not (tmp_path / "suite").exists()
+
+
+def test_a_suite_without_an_endpoint_is_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    _fails_in_one_line(["bench", "run", str(KERNELBENCH), "--out", str(tmp_path / "suite")], capsys, "OPENAI_API_KEY")
+    assert not (tmp_path / "suite").exists()
+
+
+def test_resuming_or_reporting_a_directory_that_is_no_suite_is_a_one_line_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    _fails_in_one_line(["bench", "resume", str(tmp_path)], capsys, "not a suite directory")
+    _fails_in_one_line(["bench", "report", str(tmp_path)], capsys, "not a suite directory")
+
+
+def test_a_suite_written_by_a_newer_version_is_refused_untouched(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / DATABASE_NAME
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    for command in ("resume", "report"):
+        _fails_in_one_line(["bench", command, str(tmp_path)], capsys, "newer kernelblaster")
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest and not (tmp_path / "report").exists()
+
+
+def test_the_bench_command_group_loads_no_heavy_module() -> None:
+    probe = ("import sys, argparse, kernelblaster.eval.cli as c; c.add_commands(argparse.ArgumentParser()"
+             ".add_subparsers()); print(sorted(m for m in ('torch', 'langgraph', 'matplotlib', 'ray', 'chromadb') "
+             "if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+
+
+def _refusing_services() -> Services:
+    raise AssertionError("a baseline already measured was measured again")
+
+
+def test_baselines_are_compared_with_the_published_times_and_not_measured_twice(tmp_path: Path) -> None:
+    problems = select_problems(KERNELBENCH)
+    published = KERNELBENCH / "baseline_times" / "H100_Modal"
+    report = run_baselines(tmp_path / "baselines", problems, [0, 1], "strict", published, sys.stdout,
+                           services_factory())
+
+    again = run_baselines(tmp_path / "baselines", problems, [0], "strict", published, sys.stdout, _refusing_services)
+
+    db = ResultsDB.open(tmp_path / "baselines" / DATABASE_NAME)
+    rows = {row.problem_id: row for row in db.baselines()}
+    db.close()
+    relu = rows["level1/19_ReLU"]
+    assert (relu.eager_ms, relu.compile_ms, relu.published_eager_ms, relu.published_compile_ms) == (1.0, 0.8, 4.28,
+                                                                                                    4.35)
+    assert len(rows) == 5 and all(row.error is None for row in rows.values())
+    assert f"| level1/19_ReLU | {relu.gpu} | 1.0000 | 0.8000 | 4.2800 | 4.3500 | 0.23 | 0.18 |" in again.read_text()
+    assert report == again
