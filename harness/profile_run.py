@@ -23,6 +23,7 @@ from kernelblaster.tools.toolkit import ToolUnavailable
 PROFILE_WARMUP = 3
 # ncu replays every kernel once per metric pass (about 20 for these sections), so a call costs far more.
 PROFILE_TIMEOUT_FACTOR = 40
+NSIGHT_COMPUTE_HOME = Path("/opt/nvidia/nsight-compute")
 
 
 def profile_candidate(program: DriverProgram, sets: list[TensorSet], gpu: int, workdir: Path,
@@ -64,9 +65,14 @@ def profile_pytorch(problem_path: Path, gpu: int, precision: str, workdir: Path,
 
 
 def _ncu_installation(ncu: Path) -> tuple[Path, ...]:
-    """ncu and the folder it is installed in (its toolkit, when it sits in a toolkit's bin/)."""
+    """ncu, the folder it is installed in (its toolkit, when it sits in a toolkit's bin/), and where a
+    toolkit's `ncu`, a launcher script, finds Nsight Compute itself: beside the toolkit, or NVIDIA's
+    default install folder (on the GPU machine: /opt/nvidia/nsight-compute/2025.3.1)."""
     home = ncu.resolve().parent
-    return (ncu, home.parent if home.name == "bin" else home)
+    toolkit = home.parent if home.name == "bin" else home
+    bundled = [path.resolve() for path in sorted(toolkit.glob("nsight-compute*"))]
+    default = [NSIGHT_COMPUTE_HOME] if NSIGHT_COMPUTE_HOME.is_dir() else []
+    return (ncu, toolkit, *bundled, *default)
 
 
 def _ncu_missing() -> ProfileUnavailable | None:

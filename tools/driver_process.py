@@ -259,7 +259,9 @@ def forged_timing(request: TimeRequest, reply: TimingReply, elapsed_ms: float,
     if claimed_ms > elapsed_ms * (1 + CLAIM_SLACK_SHARE) + CLAIM_SLACK_MS:
         return (f"{request.iters} calls claimed {claimed_ms:.3f} ms, but the whole request took {elapsed_ms:.3f} ms "
                 "by the harness's clock")
-    if allowance is None:
+    if allowance is None or reply.incomplete_calls:
+        # Work that escaped the stream explains unclaimed time, and the stream-escape check rejects the
+        # candidate: a forger gains nothing by reporting escaped work.
         return None
     unexplained_ms = elapsed_ms - calls * allowance.per_call_ms - allowance.per_request_ms
     explained_ms = claimed_ms * calls / request.iters

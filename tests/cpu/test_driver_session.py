@@ -208,6 +208,15 @@ def test_timed_calls_that_explain_too_little_of_the_elapsed_time_are_forged() ->
         session.time(sets=[0], warmup=5, iters=50, flush=True, timeout_s=10)
 
 
+def test_unclaimed_time_of_calls_that_report_escaped_work_is_left_to_the_stream_escape_check() -> None:
+    allowance = ClaimAllowance(per_call_ms=0.05, per_request_ms=20.0)
+    session = fake_session(allowance=allowance, FAKE_DRIVER_TIME_MS="0.001", FAKE_DRIVER_TIME_SLEEP_S="0.5",
+                           FAKE_DRIVER_INCOMPLETE_CALLS="3")
+    with session:
+        timing = session.time(sets=[0], warmup=5, iters=50, flush=True, timeout_s=10)
+    assert timing.incomplete_calls == 3
+
+
 def test_timed_calls_whose_claims_explain_the_elapsed_time_are_accepted() -> None:
     allowance = ClaimAllowance(per_call_ms=0.05, per_request_ms=20.0)
     with fake_session(allowance=allowance) as session:

@@ -56,7 +56,7 @@ def test_a_three_problem_suite_finds_the_fast_kernels_learns_them_in_order_and_r
         assert result.roofline_fraction is not None and 0 < result.roofline_fraction <= 1, name
     assert [v.position for v in versions] == [None, 0, 1, 2]
     assert versions[-1].measured == versions[0].measured + 3
-    written = write_report(root, [], Path(os.environ.get("KERNELBLASTER_BENCH_REPORT_DIR", root / "report")), None)
+    written = write_report(root, [], Path(os.environ.get("KERNELBLASTER_BENCH_REPORT_DIR", root / "report")))
     assert all(path.stat().st_size > 0 for path in written)
 
 

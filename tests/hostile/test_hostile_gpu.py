@@ -30,9 +30,9 @@ def test_a_hostile_candidate_is_contained_and_gets_its_verdict(case: HostileCase
                                                                 cache_dir: Path, tripwires: Tripwires) -> None:
     result = evaluator.evaluate(case.candidate_source(), case.name)
     assert result.verdict in case.verdicts, f"{case.what_it_tries}\n{result.verdict}: {result.summary}"
-    if result.verdict == "ok":  # only where the forgery may not have reached the reply: the time is the real one
-        assert case.honest_min_ms is not None and result.time_ms is not None
-        assert result.time_ms >= case.honest_min_ms, f"a forged time was accepted: {result.summary}"
+    if result.verdict == "ok" and case.honest_min_ms is not None:  # a forgery that did not reach the reply
+        assert result.time_ms is not None and result.time_ms >= case.honest_min_ms, \
+            f"a forged time was accepted: {result.summary}"
     if "sandbox_violation" in case.verdicts:
         assert "the sandbox blocked" in result.summary
     if case.blocked_call is not None:
