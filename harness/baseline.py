@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 from pathlib import Path
 
 import torch
@@ -45,7 +46,12 @@ def measure_baseline(problem: Problem, device: int, policy: PrecisionPolicy, rot
         if with_compile:
             try:
                 compiled_model = torch.compile(model_instance.model)
-                compiled = time_torch_calls([functools.partial(compiled_model, *args) for args in arg_sets], device)
+                with warnings.catch_warnings():
+                    # Inductor advises enabling TF32 once per process; the precision policy decides that, and a
+                    # suite's baseline prints it once per problem.
+                    warnings.filterwarnings("ignore", "TensorFloat32 tensor cores", UserWarning)
+                    compiled = time_torch_calls([functools.partial(compiled_model, *args) for args in arg_sets],
+                                                device)
             except Exception as failure:  # torch.compile failing on a model is a fact to report, not a crash
                 error = f"{type(failure).__name__}: {str(failure).splitlines()[0] if str(failure) else ''}"
     return BaselineTiming(eager=eager, compiled=compiled, compile_error=error, precision=policy,
