@@ -2,6 +2,11 @@
 time, throughputs, occupancy, top stalls, busiest pipes and ncu's optimisation findings, within a budget
 of characters.
 
+ncu's findings are ranked across the report by what they promise for the whole call: estimates of a
+kernel's overall time ("global") before estimates of one part of it ("local"), each weighted by the
+kernel's share of the GPU time, findings without an estimate last. The top `WHOLE_FINDINGS` are shown in
+full; the others are named with their estimate, so the advice that matters most is never cut.
+
 The words are in `ncu_findings.txt` beside this module, one `string.Template` per section; this module
 fills them in from the report and decides how much of each kernel fits (`Detail`).
 """
@@ -10,30 +15,27 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from importlib import resources
-from string import Template
 
 from kernelblaster.tools.ncu_report import KernelProfile, NcuReport, RuleFinding
+from kernelblaster.tools.text_sections import TextSections
 
 DEFAULT_MAX_CHARS = 4000
 TEXT_FILE = "ncu_findings.txt"
-RULE_SENTENCE_CHARS = 220
+WHOLE_FINDINGS = 3
 TOP_STALLS = 4
 TOP_PIPES = 3
-
-_SECTION_HEADER = re.compile(r"^\[([a-z ,]+)\]$", re.MULTILINE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+# Rank tiers of a finding's estimated speedup type: an estimate of the kernel's whole time first.
+_ESTIMATE_TIERS = {"global": 0, "local": 1}
 
 
 class Detail(Enum):
     """How much of a kernel is shown, richest first."""
 
-    FULL = "every line, findings in full"
-    FIRST_SENTENCES = "findings cut to their first sentence"
+    FULL = "every line, the top-ranked findings in full and the others named"
     FINDINGS_NAMED = "findings named only"
     ONE_LINE = "the kernel in one line"
 
@@ -45,44 +47,36 @@ class Detail(Enum):
 
 
 _RICHEST_FIRST = tuple(Detail)
-
-
-@dataclass(frozen=True)
-class FindingsText:
-    """The sections of `ncu_findings.txt`, by name."""
-
-    sections: dict[str, Template]
-
-    @classmethod
-    def parse(cls, text: str) -> FindingsText:
-        """Sections start at a `[name]` line; anything before the first one explains the file."""
-        parts = _SECTION_HEADER.split(text)[1:]
-        return cls({name: Template(body.strip("\n")) for name, body in zip(parts[::2], parts[1::2], strict=True)})
-
-    def fill(self, section: str, **fields: str | None) -> str:
-        """The section with its fields filled in; a line using a field whose value is None is left out."""
-        lines = []
-        for line in self.sections[section].template.splitlines():
-            used = {found.group("named") or found.group("braced")
-                    for found in Template.pattern.finditer(line) if not found.group("escaped")}
-            unknown = used - fields.keys()
-            if unknown:
-                raise ValueError(f"{TEXT_FILE} [{section}] uses ${{{sorted(unknown)[0]}}}, which it is not given "
-                                 f"(its fields: {', '.join(sorted(fields))})")
-            if all(fields[name] is not None for name in used):
-                lines.append(Template(line).substitute(fields))
-        return "\n".join(lines)
+# A finding by place: (kernel index in the report, index in the kernel's optimization_findings()).
+FindingPlace = tuple[int, int]
 
 
 @functools.cache
-def findings_text() -> FindingsText:
-    return FindingsText.parse(resources.files("kernelblaster.tools").joinpath(TEXT_FILE).read_text())
+def findings_text() -> TextSections:
+    return TextSections.parse(TEXT_FILE, resources.files("kernelblaster.tools").joinpath(TEXT_FILE).read_text())
+
+
+def ranked_findings(report: NcuReport) -> list[FindingPlace]:
+    """Every optimisation finding of the report, the most promising for the whole call first (see the module
+    docstring)."""
+    total_ns = report.total_gpu_time_ns
+    scored = []
+    for k, kernel in enumerate(report.kernels):
+        share = (kernel.duration_ns or 0.0) / total_ns if total_ns else 1.0
+        scored += [(_rank_key(rule, share), (k, f)) for f, rule in enumerate(kernel.optimization_findings())]
+    return [place for _, place in sorted(scored)]
+
+
+def _rank_key(rule: RuleFinding, share: float) -> tuple[int, float]:
+    if rule.estimated_speedup is None:
+        return len(_ESTIMATE_TIERS) + 1, 0.0
+    return _ESTIMATE_TIERS.get(rule.estimated_speedup_type, len(_ESTIMATE_TIERS)), -share * rule.estimated_speedup
 
 
 def render_findings(report: NcuReport, max_chars: int = DEFAULT_MAX_CHARS) -> str:
     """The report as the agents read it, at most `max_chars` long.
 
-    Kernels that take the least GPU time lose detail first (rule text, then rule lines, then all but one
+    Kernels that take the least GPU time lose detail first (the text of their top findings, then all but one
     line); if even one line each does not fit, the shortest kernels are left out and counted in a closing
     line.
     """
@@ -90,8 +84,9 @@ def render_findings(report: NcuReport, max_chars: int = DEFAULT_MAX_CHARS) -> st
     total_ns = report.total_gpu_time_ns
     head = text.fill("header", kernel_count=str(report.kernel_count), gpu_time=_format_ns(total_ns),
                      elapsed_cycles=f"{report.total_elapsed_cycles:,.0f}")
-    blocks = [{detail: _kernel_block(text, kernel, total_ns, detail) for detail in Detail}
-              for kernel in report.kernels]
+    whole = set(ranked_findings(report)[:WHOLE_FINDINGS])
+    blocks = [{detail: _kernel_block(text, kernel, index, total_ns, detail, whole) for detail in Detail}
+              for index, kernel in enumerate(report.kernels)]
     layout = _Layout(head, blocks, sorted(range(len(blocks)), key=lambda i: report.kernels[i].duration_ns or 0.0),
                      functools.partial(_omitted_line, text, report))
     layout.shrink(max_chars)
@@ -150,20 +145,22 @@ class _Layout:
         return "\n".join([self.head, *(self.blocks[i][self.details[i]] for i in self.shown), *closing])
 
 
-def _omitted_line(text: FindingsText, report: NcuReport, omitted: list[int]) -> str:
+def _omitted_line(text: TextSections, report: NcuReport, omitted: list[int]) -> str:
     time_ns = sum(report.kernels[i].duration_ns or 0.0 for i in omitted)
     return text.fill("omitted", count=str(len(omitted)), gpu_time=_format_ns(time_ns))
 
 
-def _kernel_block(text: FindingsText, kernel: KernelProfile, total_ns: float, detail: Detail) -> str:
+def _kernel_block(text: TextSections, kernel: KernelProfile, index: int, total_ns: float, detail: Detail,
+                  whole: set[FindingPlace]) -> str:
     fields = _kernel_fields(text, kernel, total_ns)
     if detail is Detail.ONE_LINE:
         return text.fill("kernel, one line", **fields)
-    findings = [_finding_line(text, rule, detail) for rule in kernel.optimization_findings()]
+    findings = [_finding_line(text, rule, detail is Detail.FULL and (index, number) in whole)
+                for number, rule in enumerate(kernel.optimization_findings())]
     return "\n".join([text.fill("kernel", **fields), *findings])
 
 
-def _kernel_fields(text: FindingsText, kernel: KernelProfile, total_ns: float) -> dict[str, str | None]:
+def _kernel_fields(text: TextSections, kernel: KernelProfile, total_ns: float) -> dict[str, str | None]:
     duration = kernel.duration_ns
     cycles = kernel.elapsed_cycles
     spill = kernel.local_spill_overhead_pct
@@ -187,7 +184,7 @@ def _kernel_fields(text: FindingsText, kernel: KernelProfile, total_ns: float) -
     }
 
 
-def _stall_fields(text: FindingsText, kernel: KernelProfile) -> dict[str, str | None]:
+def _stall_fields(text: TextSections, kernel: KernelProfile) -> dict[str, str | None]:
     stalls = kernel.stall_reasons()[:TOP_STALLS]
     per_issue = kernel.cycles_per_issued_instruction
     if not stalls or not per_issue:
@@ -197,23 +194,17 @@ def _stall_fields(text: FindingsText, kernel: KernelProfile) -> dict[str, str | 
     return {"cycles_per_issue": f"{per_issue:.1f}", "stalls": listed}
 
 
-def _pipes(text: FindingsText, kernel: KernelProfile) -> str | None:
+def _pipes(text: TextSections, kernel: KernelProfile) -> str | None:
     pipes = [p for p in kernel.pipe_utilization()[:TOP_PIPES] if p.percent > 0]
     return ", ".join(text.fill("pipe", name=p.name, percent=f"{p.percent:.1f}") for p in pipes) if pipes else None
 
 
-def _finding_line(text: FindingsText, rule: RuleFinding, detail: Detail) -> str:
+def _finding_line(text: TextSections, rule: RuleFinding, in_full: bool) -> str:
     speedup = "" if rule.estimated_speedup is None else text.fill(
         "speedup", percent=f"{rule.estimated_speedup:g}", kind=rule.estimated_speedup_type or "n/a")
-    if detail is Detail.FINDINGS_NAMED:
+    if not in_full:
         return text.fill("finding, named only", rule=rule.rule, speedup=speedup)
-    advice = rule.description if detail is Detail.FULL else _first_sentence(rule.description)
-    return text.fill("finding", rule=rule.rule, speedup=speedup, advice=advice)
-
-
-def _first_sentence(text: str) -> str:
-    sentence = _SENTENCE_END.split(text, maxsplit=1)[0]
-    return sentence if len(sentence) <= RULE_SENTENCE_CHARS else sentence[: RULE_SENTENCE_CHARS - 1] + "…"
+    return text.fill("finding", rule=rule.rule, speedup=speedup, advice=rule.description)
 
 
 def _pct(value: float | None) -> str:

@@ -132,12 +132,32 @@ def nvcc_version(nvcc: Path) -> str:
     return completed.stdout.strip()
 
 
+# What every object (candidates, the driver) is compiled with besides its arch: no --use_fast_math, so expf,
+# division and sqrt are IEEE-accurate unless a kernel calls the intrinsics itself.
+COMPILE_FLAGS = ("-c", "-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Xptxas", "-v")
+FAST_MATH_FLAGS = frozenset({"--use_fast_math", "-use_fast_math"})
+
+
+def compile_flags(arch: str) -> list[str]:
+    """nvcc's flags for a source compiled to an object for `arch` (`compile_object` adds the include folders)."""
+    return [*COMPILE_FLAGS, *arch_flags(arch)]
+
+
+def uses_fast_math(flags: Sequence[str]) -> bool:
+    return any(flag in FAST_MATH_FLAGS for flag in flags)
+
+
+def compile_target(arch: str) -> str:
+    """The real architecture the code is built for: `sm_90a` for an sm_90 GPU (see `arch_flags`)."""
+    return "sm_90a" if arch == "sm_90" else arch
+
+
 def arch_flags(arch: str) -> list[str]:
     """Code generation flags; on Hopper the arch-specific target so wgmma and setmaxnreg are available."""
     if not re.fullmatch(r"sm_\d+[af]?", arch):
         raise UserFacingError(f"unknown GPU arch {arch!r}: expected a name like sm_90")
     if arch == "sm_90":
-        return ["-gencode=arch=compute_90a,code=sm_90a"]
+        return [f"-gencode=arch=compute_90a,code={compile_target(arch)}"]
     return [f"-arch={arch}"]
 
 
@@ -159,8 +179,7 @@ def compile_object(
     end up in the shared library the driver's launcher loads.
     """
     nvcc = find_nvcc()
-    flags = ["-c", "-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Xptxas", "-v", *arch_flags(arch),
-             *extra_flags]
+    flags = [*compile_flags(arch), *extra_flags]
     includes = [f"-I{Path(d).resolve()}" for d in include_dirs]
     cache_key = _cache_key(source, include_dirs, flags, nvcc_version(nvcc))
     if cache_dir is not None:

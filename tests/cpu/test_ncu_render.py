@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.tools.ncu_findings import FindingsText, render_findings
+from kernelblaster.tools.ncu_findings import ranked_findings, render_findings
 from kernelblaster.tools.ncu_report import NcuReport, parse_details_csv
+from kernelblaster.tools.text_sections import TextSections
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 
@@ -56,6 +57,22 @@ def test_larger_budget_shows_full_rule_text(report: NcuReport) -> None:
     assert "3 full waves and a partial wave of 929 thread blocks" in text
 
 
+def test_findings_rank_whole_call_estimates_by_the_kernels_share_of_gpu_time(report: NcuReport) -> None:
+    names = [(report.kernels[k].short_name, report.kernels[k].optimization_findings()[f].rule)
+             for k, f in ranked_findings(report)]
+    assert names[:3] == [("scale", "CPIStall"), ("scale", "AchievedOccupancy"), ("rowsum", "LaunchConfiguration")]
+    assert names[-2:] == [("scale", "SOLBottleneck"), ("rowsum", "SOLBottleneck")]  # no estimate: last
+
+
+def test_the_top_three_findings_are_shown_whole_and_the_others_named(report: NcuReport) -> None:
+    text = render_findings(report)
+    assert "This stall type represents about 80.4% of the total average of 61.4 cycles" in text
+    assert "Load imbalances can occur between warps within a block" in text
+    assert "Try launching a grid with no partial wave." in text
+    assert "\n  OPT HighPipeUtilization est. speedup 93.94% (local)\n" in text
+    assert "All compute pipelines are under-utilized" not in text
+
+
 def test_tight_budget_keeps_detail_for_the_longest_kernel(report: NcuReport) -> None:
     text = render_findings(report, 1200)
     scale_block = text[text.index("#0 scale"):text.index("#1 rowsum")]
@@ -83,17 +100,18 @@ def test_rendering_of_the_recorded_report_is_the_recorded_text(report: NcuReport
 
 
 def test_findings_text_sections_start_at_bracketed_names_after_the_explanation() -> None:
-    text = FindingsText.parse("What this file is.\n\n[header]\nncu: ${kernel_count}\n\n[share]\n (${percent}%)\n")
+    text = TextSections.parse("t.txt",
+                              "What this file is.\n\n[header]\nncu: ${kernel_count}\n\n[share]\n (${percent}%)\n")
     assert text.fill("header", kernel_count="2") == "ncu: 2"
     assert text.fill("share", percent="73") == " (73%)"  # a piece keeps its leading space
 
 
 def test_a_line_with_a_field_that_has_no_value_is_left_out() -> None:
-    text = FindingsText.parse("[kernel]\n#${id}\n  stalls: ${stalls}\n  pipes: ${pipes}\n")
+    text = TextSections.parse("t.txt", "[kernel]\n#${id}\n  stalls: ${stalls}\n  pipes: ${pipes}\n")
     assert text.fill("kernel", id="0", stalls=None, pipes="FMA 6.3") == "#0\n  pipes: FMA 6.3"
 
 
 def test_a_section_using_a_field_it_is_not_given_is_an_error_naming_both() -> None:
-    text = FindingsText.parse("[header]\nncu: ${kernels}\n")
-    with pytest.raises(ValueError, match=r"\[header\] uses \$\{kernels\}.*kernel_count"):
+    text = TextSections.parse("t.txt", "[header]\nncu: ${kernels}\n")
+    with pytest.raises(ValueError, match=r"t\.txt \[header\] uses \$\{kernels\}.*kernel_count"):
         text.fill("header", kernel_count="2")
