@@ -22,6 +22,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from kernelblaster.graph import state
 from kernelblaster.graph.run_files import RunFileDamaged, RunFiles
+from kernelblaster.harness.gpu_facts import CompilerFacts, GpuFacts, InstructionFacts
+from kernelblaster.harness.profile import KernelShare
+from kernelblaster.harness.result import Roofline
 from kernelblaster.kb.schema import Category, OutcomeStats
 from kernelblaster.kb.selection import SelectedOptimization
 
@@ -32,7 +35,8 @@ CheckpointsPresence = Literal["missing", "empty", "present"]
 CHECKPOINTED_TYPES: tuple[type, ...] = (
     state.KernelRef, state.Candidate, state.Feedback, state.StepEnding, state.StepProgress, state.BaselineSummary,
     state.ProfiledState, state.MatchedState, state.StepRecord, state.TokenUsage, state.LearningNote,
-    state.TrajectoryState, SelectedOptimization, OutcomeStats, Category,
+    state.TrajectoryState, state.RunFacts, GpuFacts, CompilerFacts, InstructionFacts, Roofline, KernelShare,
+    SelectedOptimization, OutcomeStats, Category,
 )
 
 

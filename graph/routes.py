@@ -37,7 +37,8 @@ def fan_out_trajectories(state: OptimizationState, runtime: Runtime[RunContext])
     return [
         Send("trajectory", TrajectoryState(run_dir=state.run_dir, run_id=state.run_id,
                                            problem_path=state.problem_path, iteration=state.iteration,
-                                           trajectory=trajectory, current=state.best, best=state.best))
+                                           trajectory=trajectory, current=state.best, best=state.best,
+                                           facts=state.facts, initial=state.initial))
         for trajectory in range(runtime.context.trajectories)
     ]
 

@@ -37,10 +37,11 @@ from kernelblaster.graph.quirks import EndpointQuirks
 from kernelblaster.graph.recording import ExchangeRecorder, ReplayLink, recorded_tokens
 from kernelblaster.graph.run_files import RunFiles, default_run_dir, source_sha256
 from kernelblaster.harness.evaluate import EvalOptions
+from kernelblaster.harness.gpu_facts import GpuFacts
 from kernelblaster.harness.problem import Problem, load_problem
 from kernelblaster.harness.profile import ProfileOutcome
 from kernelblaster.harness.requirements import missing_for_run
-from kernelblaster.harness.result import BaselineTiming, EvalResult
+from kernelblaster.harness.result import BaselineTiming, EvalResult, Roofline
 from kernelblaster.kb.edits import EditResult, KBEdit
 from kernelblaster.kb.errors import KBLookupError
 from kernelblaster.kb.journal import ChangeId, KBChange, append_change
@@ -73,6 +74,10 @@ class Evaluator(Protocol):
     def baseline(self) -> BaselineTiming: ...
 
     def profile_baseline(self) -> ProfileOutcome: ...
+
+    def gpu_facts(self) -> GpuFacts: ...
+
+    def roofline_floor(self) -> Roofline: ...
 
     def close(self) -> None:
         """Give back what the evaluator holds on its GPU; it is not used again."""

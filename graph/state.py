@@ -14,6 +14,9 @@ from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 
+from kernelblaster.harness.gpu_facts import GpuFacts
+from kernelblaster.harness.profile import KernelShare
+from kernelblaster.harness.result import Roofline
 from kernelblaster.kb.selection import SelectedOptimization
 
 # `harness_error`: the harness could not judge the candidate (twice): in the replay buffer, never in the KB.
@@ -46,13 +49,15 @@ class KernelRef(Value):
 
 
 class Candidate(Value):
-    """CUDA written by the lowering agent and not yet judged."""
+    """CUDA written by the lowering agent and not yet judged; `choice_reason` is why it chose its technique
+    among those offered, when it said."""
 
     label: str
     source: str
     sha256: str
     technique: str | None
     explanation: str
+    choice_reason: str | None = None
 
 
 class Feedback(Value):
@@ -92,6 +97,17 @@ class BaselineSummary(Value):
     eager_ms: float
     compile_ms: float | None
     best_ms: float
+
+
+class RunFacts(Value):
+    """What the agents are told about where the run happens and what to beat, gathered once in `setup`: the
+    GPU, the PyTorch baselines, the problem's roofline floor on that GPU, and PyTorch's own kernels that took
+    the most time (None when the baseline was not profiled)."""
+
+    gpu: GpuFacts
+    baseline: BaselineSummary
+    roofline: Roofline
+    pytorch_kernels: list[KernelShare] | None
 
 
 class ProfiledState(Value):
@@ -134,6 +150,7 @@ class StepRecord(Value):
     after: KernelRef | None
     speedup: float | None
     kb_updated: bool
+    choice_reason: str | None = None
 
 
 class TokenUsage(Value):
@@ -194,6 +211,7 @@ class OptimizationState(OptimizationInput):
     run_dir: str = ""
     run_id: str = ""
     baseline: BaselineSummary | None = None
+    facts: RunFacts | None = None
     draft: Candidate | None = None
     initial_feedback: Feedback | None = None
     initial_attempts: int = 0
@@ -219,7 +237,8 @@ class TrajectoryOutput:
 @dataclass(kw_only=True)
 class TrajectoryState(TrajectoryOutput):
     """One trajectory: the kernel it stands on and what it knows of it, the step in progress (`this_step`),
-    and what its steps so far tell the next one (techniques tried on this kernel, failed steps in a row)."""
+    and what its steps so far tell the next one (techniques tried on this kernel, failed steps in a row).
+    `facts` and `initial` are the run's, for the prompts (None in a run started before they were kept)."""
 
     run_dir: str
     run_id: str
@@ -227,6 +246,8 @@ class TrajectoryState(TrajectoryOutput):
     iteration: int
     trajectory: int
     current: KernelRef
+    facts: RunFacts | None = None
+    initial: KernelRef | None = None
     step: int = 0
     profiled: ProfiledState | None = None
     matched: MatchedState | None = None

@@ -36,6 +36,7 @@ from kernelblaster.harness.analysis import analyse_problem
 from kernelblaster.harness.baseline import baseline_for
 from kernelblaster.harness.buffers import SharedMemoryPool, SharedSet
 from kernelblaster.harness.build import BuildResult, build_candidate, check_libraries_installed
+from kernelblaster.harness.gpu_facts import GpuFacts, read_gpu_facts
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.memory_plan import GpuMemory, MemoryPlan, ProblemSizes, plan_memory
 from kernelblaster.harness.precision import PrecisionPolicy
@@ -186,6 +187,15 @@ class CandidateEvaluator:
         workdir.mkdir(parents=True, exist_ok=True)
         return profile_pytorch(self.problem.path, self._require_gpu(), self.options.precision, workdir,
                                BASELINE_PROFILE_TIMEOUT_S)
+
+    def gpu_facts(self) -> GpuFacts:
+        """The GPU's limits and measured peaks, how candidates are compiled for it and what the precision
+        policy lets them use."""
+        return read_gpu_facts(self._require_gpu(), self.arch, self.options.precision, self.options.cache_dir)
+
+    def roofline_floor(self) -> Roofline:
+        """The problem's compulsory bytes and FLOPs and the fastest time they allow on this GPU."""
+        return self.roofline
 
     def close(self) -> None:
         """Give back the GPU memory the evaluator holds (its reference outputs, and PyTorch's cached blocks);

@@ -58,6 +58,12 @@ def tolerance_for(dtype: torch.dtype, policy: PrecisionPolicy) -> Tolerance:
     return _HALF.get(dtype, _HALF[torch.bfloat16])
 
 
+# Tensor-core operand types whose products pass each policy's fp32 check (fp16/bf16 operands only fp16's; under
+# strict only a 3xTF32 split, whose operands are fp32 split in two, keeps the error near plain fp32).
+TENSOR_CORE_OPERANDS: dict[PrecisionPolicy, tuple[str, ...]] = {
+    "strict": (), "tf32": ("tf32",), "fp16": ("tf32", "fp16", "bf16"), "pytorch-default": ("tf32",),
+}
+
 # (matmul, cuDNN) TF32 flags per policy; pytorch-default sets PyTorch's own defaults, whatever the process changed.
 _TF32_FLAGS: dict[PrecisionPolicy, tuple[bool, bool]] = {
     "strict": (False, False), "tf32": (True, True), "fp16": (True, True), "pytorch-default": (False, True),

@@ -43,6 +43,26 @@ class ProfileUnavailable(BaseModel):
 ProfileOutcome = Annotated[ProfileReport | ProfileUnavailable, Field(discriminator="status")]
 
 
+class KernelShare(BaseModel):
+    """One kernel function's part of a profiled call (its launches together)."""
+
+    name: str = Field(description="The kernel function's name, without its parameter list")
+    launches: int = Field(description="How many times the call launched it")
+    time_ms: float = Field(description="Its launches' GPU time under the profiler, ms")
+    share: float = Field(description="Its part of the call's GPU time, from 0 to 1")
+
+
+def top_kernels(report: ProfileReport, count: int) -> list[KernelShare]:
+    """The `count` kernel functions that took the most GPU time in the profiled call, the longest first."""
+    launches: dict[str, list[float]] = {}
+    for kernel in report.ncu.kernels:
+        launches.setdefault(kernel.short_name, []).append(kernel.duration_ns or 0.0)
+    total_ns = report.total_gpu_time_ns
+    shares = [KernelShare(name=name, launches=len(times), time_ms=sum(times) / 1e6,
+                          share=sum(times) / total_ns if total_ns else 0.0) for name, times in launches.items()]
+    return sorted(shares, key=lambda kernel: -kernel.time_ms)[:count]
+
+
 def build_profile_report(details_csv: str, *, findings_chars: int = DEFAULT_FINDINGS_CHARS) -> ProfileReport:
     """Parse an ncu details CSV (see tools.ncu.export_details) into the harness's profile."""
     report = parse_details_csv(details_csv)

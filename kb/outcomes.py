@@ -9,8 +9,9 @@ never as rewards.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from kernelblaster.kb.errors import KBLookupError
 from kernelblaster.kb.schema import KBDocument, KBModel, Optimization, OutcomeStatus, RunId, Slug, Transition
@@ -19,6 +20,7 @@ from kernelblaster.kb.schema import KBDocument, KBModel, Optimization, OutcomeSt
 MAX_ITERATIONS = 1000
 MAX_TRAJECTORIES = 256
 MAX_STEPS = 256
+ChoiceReason = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=400)]
 
 
 class EventId(KBModel):
@@ -36,12 +38,21 @@ class EventId(KBModel):
         return f"{self.iteration}.{self.trajectory}.{self.step}"
 
 
+class OutcomeChoice(KBModel):
+    """How the technique of an outcome was chosen: the optimizations offered, and the lowering agent's reason
+    for taking this one (None when it gave none)."""
+
+    offered: list[Slug] = Field(min_length=1)
+    reason: ChoiceReason | None = None
+
+
 class OutcomeEvent(KBModel):
     """The result of trying `technique` on a kernel in state `state_id`.
 
     `speedup` is the kernel's time before the step divided by its time after (above 1 is faster); it is
     given exactly when the status is `measured`. `previous_technique` is the step before this one in the
-    same trajectory, if any, so phase orderings are learned.
+    same trajectory, if any, so phase orderings are learned. `choice` is the evidence of how the technique
+    was picked; it is journaled with the outcome (`kb.journal`) and changes no statistic.
     """
 
     event_id: EventId
@@ -50,6 +61,7 @@ class OutcomeEvent(KBModel):
     status: OutcomeStatus
     speedup: float | None = Field(default=None, gt=0)
     previous_technique: Slug | None = None
+    choice: OutcomeChoice | None = None
 
     @model_validator(mode="after")
     def _speedup_iff_measured(self) -> OutcomeEvent:

@@ -21,12 +21,15 @@ from kernelblaster.nodes.prompting import load_prompt
 from kernelblaster.tools.errors import UserFacingError
 
 COMPILE_LOG_CHARS = 4000
+CHOICE_REASON_CHARS = 400
 HARNESS_RETRIES = 1
 _FENCED = re.compile(r"```[a-zA-Z+]*\n(.*?)```", re.DOTALL)
 _TECHNIQUE_COMMENT = re.compile(r"^\s*//\s*technique:\s*([a-z0-9_.-]+)", re.IGNORECASE)
 # `technique: NAME`, also as models decorate it (**technique:** `NAME`).
 _TECHNIQUE_LINE = re.compile(r"^[\s*`_]*technique[\s*`_]*:[\s*`_]*([A-Za-z0-9][A-Za-z0-9_.-]*?)[\s*`_.]*$",
                              re.IGNORECASE)
+# `why: REASON`, also decorated (**why:** ...).
+_WHY_LINE = re.compile(r"^[\s*`_]*why[\s*`_]*:[\s*`_]*(.+?)\s*$", re.IGNORECASE)
 _FENCE = "```"
 # Tags of a C++ block: models often write cpp for CUDA; the block is still unambiguous.
 _CODE_TAGS = frozenset({"cuda", "cu", "cpp", "c++"})
@@ -40,6 +43,8 @@ class CudaAnswer(BaseModel):
                                      "your own short identifier when none was offered")
     explanation: str = Field(description="What the code does differently and why that should be faster")
     cuda_source: str = Field(description="The complete .cu file: includes kb_problem.h and defines kb_forward")
+    choice_reason: str | None = Field(default=None, description="Why this optimization, of those offered, for "
+                                                                "this code, in one sentence")
 
     @classmethod
     def text_format(cls) -> str:
@@ -47,21 +52,27 @@ class CudaAnswer(BaseModel):
 
     @classmethod
     def from_text(cls, text: str) -> Self:
-        """A model's answer in the form of `text_format`: one `technique:` line, one fenced code block holding
-        the whole file, the rest being the explanation. Anything ambiguous is an `AnswerFormatError`."""
+        """A model's answer in the form of `text_format`: one `technique:` line, at most one `why:` line, one
+        fenced code block holding the whole file, the rest being the explanation. Anything ambiguous is an
+        `AnswerFormatError`."""
         outside, code = _split_code_block(text)
         techniques = [found.group(1) for line in outside if (found := _TECHNIQUE_LINE.match(line))]
         if len(techniques) != 1:
             raise AnswerFormatError("there must be exactly one `technique: NAME` line outside the code block, "
                                     f"found {len(techniques)}")
-        explanation = "\n".join(line for line in outside if not _TECHNIQUE_LINE.match(line)).strip()
+        reasons = [found.group(1) for line in outside if (found := _WHY_LINE.match(line))]
+        if len(reasons) > 1:
+            raise AnswerFormatError(f"there must be at most one `why:` line, found {len(reasons)}")
+        explanation = "\n".join(line for line in outside
+                                if not _TECHNIQUE_LINE.match(line) and not _WHY_LINE.match(line)).strip()
         technique = techniques[0].lower()
         return cls(technique=None if technique == NO_TECHNIQUE else technique, explanation=explanation,
-                   cuda_source=code)
+                   cuda_source=code, choice_reason=reasons[0] if reasons else None)
 
     def to_text(self) -> str:
         source = self.cuda_source if self.cuda_source.endswith("\n") else self.cuda_source + "\n"
-        return f"technique: {self.technique or NO_TECHNIQUE}\n{self.explanation}\n\n```cuda\n{source}```\n"
+        why = f"why: {self.choice_reason}\n" if self.choice_reason else ""
+        return f"technique: {self.technique or NO_TECHNIQUE}\n{why}{self.explanation}\n\n```cuda\n{source}```\n"
 
     @classmethod
     def from_plain_text(cls, text: str) -> Self:
@@ -106,8 +117,9 @@ def check_cuda(answer: CudaAnswer) -> str | None:
 
 def save_candidate(files: RunFiles, answer: CudaAnswer, label: str) -> Candidate:
     source, sha256 = files.save_source(answer.cuda_source)
+    reason = answer.choice_reason.strip()[:CHOICE_REASON_CHARS] if answer.choice_reason else None
     return Candidate(label=label, source=source, sha256=sha256, technique=answer.technique,
-                     explanation=answer.explanation.strip()[:1000])
+                     explanation=answer.explanation.strip()[:1000], choice_reason=reason or None)
 
 
 def compile_feedback(candidate: Candidate, result: EvalResult) -> Feedback:

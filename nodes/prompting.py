@@ -5,8 +5,9 @@ an error, not a silently empty hole. CUDA and JSON braces in the text need no es
 
 Every prompt is ordered static-first, so that provider-side prefix caching applies across the steps of
 one problem: the system part (role instructions, the candidate contract), then the fields that are the
-same for every prompt of a run (`STATIC_FIELDS`: the problem source, the header, ...), then the fields that
-vary. A template with a static field after a varying one is refused when it is loaded.
+same for every prompt of a run (`STATIC_FIELDS`: the problem source, the header, the GPU, the precision
+contract, the targets, ...), then the fields that vary. A template with a static field after a varying
+one is refused when it is loaded.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from string import Template
 from kernelblaster.graph.agents import Question, T
 from kernelblaster.graph.context import Role
 
-STATIC_FIELDS = frozenset({"pytorch_source", "problem", "header", "allowed_libraries", "precision", "catalogue"})
+STATIC_FIELDS = frozenset({"pytorch_source", "problem", "header", "allowed_libraries", "precision", "catalogue",
+                           "gpu", "targets", "starting_point"})
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ under the event id (run, iteration, trajectory, step): a resumed run that record
 nothing. A suspicious result counts as an attempt but is never rewarded, and never becomes the kernel the
 trajectory stands on. A faster kernel does, and the next step starts from it. A step the harness could not
 judge (`harness_error`) is kept in the replay buffer but teaches the KB nothing: it is no evidence about
-the technique. Steps of a run without memory (an ablation) match no KB state and teach nothing.
+the technique. Steps of a run without memory (an ablation) match no KB state and teach nothing. The
+outcome's evidence keeps what the technique was chosen from and the lowering agent's reason.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import StepEnding, StepProgress, StepRecord, TrajectoryState, faster_kernel
-from kernelblaster.kb.outcomes import EventId, OutcomeEvent
+from kernelblaster.kb.outcomes import EventId, OutcomeChoice, OutcomeEvent
 from kernelblaster.kb.schema import OutcomeStatus
 
 NODE = "record_step"
@@ -35,6 +36,7 @@ def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, resourc
     ending = step.ending
     assert ending is not None, "a step ends before it is recorded"
     technique = step.candidate.technique if step.candidate else None
+    reason = step.candidate.choice_reason if step.candidate else None
     speedup = state.current.time_ms / ending.after.time_ms if ending.after else None
     matched = state.matched
     record = StepRecord(
@@ -43,7 +45,8 @@ def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, resourc
         discovered_state=matched.discovered if matched else False, technique=technique,
         predicted_speedup=next((c.expected_speedup for c in step.choices if c.technique == technique), None),
         outcome=ending.outcome, attempts=step.attempts, detail=ending.detail[:500], before=state.current,
-        after=ending.after, speedup=speedup, kb_updated=_teach_kb(resources, state, ending, technique, speedup),
+        after=ending.after, speedup=speedup, choice_reason=reason,
+        kb_updated=_teach_kb(resources, state, ending, technique, speedup),
     )
     write_note(runtime, trajectory_note(NODE, state, _describe(record)))
     return {"steps": [record], **_moved_on(state, ending, technique)}
@@ -61,8 +64,17 @@ def _teach_kb(resources: RunResources, state: TrajectoryState, ending: StepEndin
                          step=state.step),
         state_id=state.matched.state_id, technique=technique, status=status,
         speedup=speedup if status is OutcomeStatus.MEASURED else None, previous_technique=state.current.technique,
+        choice=_choice(state.this_step),
     )
     return resources.record_outcome(event)
+
+
+def _choice(step: StepProgress) -> OutcomeChoice | None:
+    """What the technique was chosen from, and why (the lowering agent's reason), as evidence of the outcome."""
+    if not step.choices:
+        return None
+    reason = step.candidate.choice_reason if step.candidate else None
+    return OutcomeChoice(offered=[choice.technique for choice in step.choices], reason=reason)
 
 
 def _moved_on(state: TrajectoryState, ending: StepEnding, technique: str | None) -> dict[str, object]:

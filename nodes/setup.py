@@ -1,4 +1,5 @@
-"""`setup`: open the run directory, load the problem, time and profile the PyTorch baselines.
+"""`setup`: open the run directory, load the problem, time and profile the PyTorch baselines, and gather
+the facts every prompt shows (`RunFacts`: the GPU, the baselines, the roofline floor, PyTorch's top kernels).
 
 The run first checks that it has what it needs (as `kernelblaster optimize` does, so a run started from
 Studio fails with the same one-line reason), then keeps its own copy of the problem file (and of an
@@ -18,8 +19,12 @@ from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
 from kernelblaster.graph.run_files import RunFiles, default_run_dir, run_id_for, write_text_atomically
 from kernelblaster.graph.services import Services
-from kernelblaster.graph.state import BaselineSummary, OptimizationState
+from kernelblaster.graph.state import BaselineSummary, OptimizationState, RunFacts
+from kernelblaster.harness.profile import ProfileReport, top_kernels
 from kernelblaster.tools.files import require_file
+
+FACTS_FILE = "baseline/facts.json"
+PYTORCH_KERNELS_SHOWN = 3
 
 
 def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
@@ -37,15 +42,20 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
     with resources.pool.acquire() as evaluator:
         baseline = evaluator.baseline()
         profile = evaluator.profile_baseline() if runtime.context.profile else None
+        gpu, roofline = evaluator.gpu_facts(), evaluator.roofline_floor()
     files.save("baseline/timing.json", baseline)
     if profile is not None:
         files.save("baseline/profile.json", profile)
     summary = BaselineSummary(eager_ms=baseline.eager.median_ms,
                               compile_ms=baseline.compiled.median_ms if baseline.compiled else None,
                               best_ms=baseline.best_ms)
+    kernels = top_kernels(profile, PYTORCH_KERNELS_SHOWN) if isinstance(profile, ProfileReport) else None
+    facts = RunFacts(gpu=gpu, baseline=summary, roofline=roofline, pytorch_kernels=kernels)
+    files.save(FACTS_FILE, facts)
     compiled = f", torch.compile {summary.compile_ms:.4f} ms" if summary.compile_ms is not None else ""
-    write_note(runtime, ProgressNote(node="setup", text=f"PyTorch eager {summary.eager_ms:.4f} ms{compiled}"))
-    return {"run_dir": run_dir, "run_id": unique_run_id(run_dir), "baseline": summary,
+    write_note(runtime, ProgressNote(node="setup", text=f"PyTorch eager {summary.eager_ms:.4f} ms{compiled} "
+                                                        f"on {gpu.name}"))
+    return {"run_dir": run_dir, "run_id": unique_run_id(run_dir), "baseline": summary, "facts": facts,
             "problem_path": problem_path, "init_kernel": init_kernel}
 
 

@@ -1,6 +1,7 @@
 """`write_initial`: the first CUDA of the run — the `--init` file, or written by the lowering agent from
-the PyTorch source. On a retry (the last draft failed to build or verify) the agent fixes the last draft,
-shown why it failed.
+the PyTorch source, shown the GPU, the precision contract and the targets, and for a GEMM or convolution
+problem the verified tiled code to start from (`kb.snippets.starting_point_for`). On a retry (the last
+draft failed to build or verify) the agent fixes the last draft, shown why it failed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
 from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import OptimizationState
+from kernelblaster.nodes.briefing import gpu_section, precision_section, starting_point_section, targets_section
 from kernelblaster.nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
 from kernelblaster.nodes.prompting import load_prompt
 
@@ -37,7 +39,9 @@ def _question(state: OptimizationState, resources: RunResources, label: str) -> 
     context = resources.context
     return load_prompt("write_initial").question(
         role="lowering", node="write_initial", key=f"{label}.write_initial", schema=CudaAnswer, check=check_cuda,
-        pytorch_source=resources.problem.source, header=resources.header,
-        allowed_libraries=", ".join(context.allow) or "none", precision=context.precision,
+        pytorch_source=resources.problem.source, header=resources.header, gpu=gpu_section(state.facts),
+        precision=precision_section(context.precision, context.seeds),
+        allowed_libraries=", ".join(context.allow) or "none", targets=targets_section(state.facts, None),
+        starting_point=starting_point_section(resources.problem.source),
         feedback=feedback_section(resources.files, state.initial_feedback),
     )

@@ -1,0 +1,184 @@
+"""The facts sections of the prompts that write CUDA: the GPU, the precision contract, the targets, the
+current kernel's standing, the trajectory's earlier steps and a problem's starting point.
+
+The words are in `prompts/briefing.txt` (one `string.Template` per section); this module fills them in from
+the run's `RunFacts` (gathered once, in `setup`), the run's settings and the trajectory's state.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from importlib import resources
+
+import torch
+
+from kernelblaster.graph.state import KernelRef, RunFacts, StepRecord
+from kernelblaster.harness.gpu_facts import GpuFacts
+from kernelblaster.harness.precision import PrecisionPolicy, Tolerance, tolerance_for
+from kernelblaster.harness.profile import KernelShare
+from kernelblaster.kb.snippets import starting_point_for
+from kernelblaster.tools.text_sections import TextSections
+
+TEXT_FILE = "briefing.txt"
+# How much of a failed step's reason and of a choice's reason the history shows.
+WHY_CHARS = 200
+REASON_CHARS = 160
+
+
+@functools.cache
+def briefing_text() -> TextSections:
+    text = resources.files("kernelblaster.nodes").joinpath("prompts", TEXT_FILE).read_text()
+    return TextSections.parse(TEXT_FILE, text)
+
+
+def gpu_section(facts: RunFacts | None) -> str:
+    """What the GPU is and allows (the facts' source named), or that it is not known."""
+    if facts is None:
+        return briefing_text().fill("facts unknown")
+    return _gpu_text(facts.gpu)
+
+
+def _gpu_text(gpu: GpuFacts) -> str:
+    text = briefing_text()
+    instructions = gpu.instructions
+    optin = gpu.shared_memory_per_block_optin
+    return text.fill(
+        "gpu", source=text.fill(f"source, {gpu.source.replace('_', ' ')}"), name=gpu.name,
+        sm_count=str(gpu.sm_count), target=gpu.compiler.target, smem_per_sm=_bytes(gpu.shared_memory_per_sm),
+        registers_per_sm=f"{gpu.registers_per_sm:,}" if gpu.registers_per_sm else None,
+        threads_per_sm=f"{gpu.max_threads_per_sm:,}", smem_per_block=_bytes(gpu.shared_memory_per_block),
+        smem_optin=_bytes(optin) if optin else None, l2=_bytes(gpu.l2_cache), memory=_bytes(gpu.memory),
+        bandwidth=_bandwidth(gpu.bandwidth_gbs), fp32=_tflops(gpu.fp32_tflops), tf32=_tflops(gpu.tf32_tflops),
+        fp16=_tflops(gpu.fp16_tflops), flags=" ".join(gpu.compiler.nvcc_flags),
+        fast_math=text.fill("fast math, on" if gpu.compiler.fast_math else "fast math, off"),
+        cp_async=_availability(instructions.cp_async), tma=_availability(instructions.tma),
+        wgmma=_availability(instructions.wgmma),
+        operands=", ".join(instructions.tensor_core_operands) or text.fill("no tensor core operands"),
+    )
+
+
+def precision_section(policy: PrecisionPolicy, seeds: int) -> str:
+    """The precision contract: the fp32 tolerance of the policy, the special inputs and the pitfalls."""
+    tolerance = tolerance_for(torch.float32, policy)
+    return briefing_text().fill(
+        "precision", policy=policy, seeds=str(seeds), bound=_bound(tolerance),
+        max_rel_l2=f"{tolerance.max_rel_l2:g}" if math.isfinite(tolerance.max_rel_l2) else None,
+    )
+
+
+def _bound(tolerance: Tolerance) -> str:
+    terms = [(tolerance.atol, ""), (tolerance.atol_scale, " * rms(ref)"), (tolerance.rtol, " * |ref|")]
+    return " + ".join(f"{value:g}{what}" for value, what in terms if value) or "0"
+
+
+def targets_section(facts: RunFacts | None, initial: KernelRef | None) -> str:
+    """What to beat and how far one can go: the baselines, PyTorch's kernels, the compulsory work, the
+    roofline floor and the initial CUDA's time (left out before there is one)."""
+    if facts is None:
+        return ""
+    text = briefing_text()
+    baseline, roofline = facts.baseline, facts.roofline
+    peak = (_bandwidth(roofline.peak_bandwidth_gbs) if roofline.limited_by == "memory"
+            else _tflops(roofline.peak_tflops))
+    return text.fill(
+        "targets", eager=_ms(baseline.eager_ms),
+        compiled=_ms(baseline.compile_ms) if baseline.compile_ms is not None else "not available",
+        best=_ms(baseline.best_ms), pytorch_kernels=_pytorch_kernels(facts.pytorch_kernels),
+        bytes=_bytes(roofline.compulsory_bytes), flops=_flops(roofline.flops), floor=_ms(roofline.floor_ms),
+        limited_by=f"{roofline.limited_by} ({peak})",
+        initial=kernel_time(initial, facts, None) if initial is not None else None,
+    )
+
+
+def _pytorch_kernels(kernels: list[KernelShare] | None) -> str:
+    text = briefing_text()
+    if kernels is None:
+        return text.fill("pytorch kernels, not profiled")
+    if not kernels:
+        return text.fill("pytorch kernels, none")
+    return "; ".join(text.fill("pytorch kernel", name=kernel.name[:100], time=_ms(kernel.time_ms),
+                               share=f"{100 * kernel.share:.0f}", launches=str(kernel.launches))
+                     for kernel in kernels)
+
+
+def kernel_time(kernel: KernelRef, facts: RunFacts | None, initial: KernelRef | None) -> str:
+    """A kernel's time with how it compares: against PyTorch, against the initial CUDA (when `initial` is
+    another kernel) and as a share of the roofline floor's speed."""
+    text = briefing_text()
+    speedup = text.fill("speedup", times=f"{kernel.speedup:.2f}") if kernel.speedup is not None else ""
+    vs_initial = ""
+    if initial is not None and initial.sha256 != kernel.sha256:
+        vs_initial = text.fill("vs initial", times=f"{initial.time_ms / kernel.time_ms:.2f}")
+    roofline = ""
+    if facts is not None and kernel.time_ms > 0:
+        roofline = text.fill("roofline", percent=f"{100 * facts.roofline.floor_ms / kernel.time_ms:.0f}")
+    return text.fill("kernel time", time=_ms(kernel.time_ms), speedup=speedup, vs_initial=vs_initial,
+                     roofline=roofline)
+
+
+def history_section(steps: Sequence[StepRecord]) -> str:
+    """The trajectory's earlier steps, each with its technique, outcome and why (empty before the first)."""
+    if not steps:
+        return ""
+    text = briefing_text()
+    lines = [text.fill("step", number=str(number), technique=step.technique or "no code", outcome=_outcome(step),
+                       reason=text.fill("step reason", reason=_one_line(step.choice_reason, REASON_CHARS))
+                       if step.choice_reason else "")
+             for number, step in enumerate(steps, start=1)]
+    return f"\n{text.fill('history', steps=chr(10).join(lines))}\n"
+
+
+def _outcome(step: StepRecord) -> str:
+    text = briefing_text()
+    if step.speedup is not None and step.outcome == "measured":
+        kept = "step, faster" if step.speedup > 1 else "step, not faster"
+        return text.fill(kept, times=f"{step.speedup:.2f}" if step.speedup > 1 else f"{1 / step.speedup:.2f}")
+    return text.fill("step, failed", outcome=step.outcome, attempts=str(step.attempts),
+                     why=_one_line(step.detail, WHY_CHARS))
+
+
+def starting_point_section(pytorch_source: str) -> str:
+    """The verified tiled code a first kernel of a GEMM or convolution problem builds on; empty for others."""
+    start = starting_point_for(pytorch_source)
+    if start is None:
+        return ""
+    section = briefing_text().fill("starting point", kind=start.kind, snippet=start.snippet.name,
+                                   technique=start.technique, source=start.snippet.source.rstrip("\n"))
+    return f"\n{section}\n"
+
+
+def _one_line(text: str | None, limit: int) -> str:
+    line = " ".join((text or "").split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _availability(available: bool) -> str:
+    return briefing_text().fill("available" if available else "unavailable")
+
+
+def _bandwidth(gbs: float) -> str:
+    return f"{gbs:,.0f} GB/s"
+
+
+def _ms(milliseconds: float) -> str:
+    return f"{milliseconds:.4f} ms"
+
+
+def _tflops(tflops: float) -> str:
+    return f"{tflops:,.1f} TFLOP/s"
+
+
+def _flops(flops: int) -> str:
+    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if flops >= scale:
+            return f"{flops / scale:.1f} {unit}"
+    return f"{flops:,} FLOP"
+
+
+def _bytes(count: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{count:,} B"
