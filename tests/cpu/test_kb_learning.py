@@ -20,7 +20,7 @@ from kernelblaster.kb.edits import (
     apply_edits,
 )
 from kernelblaster.kb.errors import KBLookupError
-from kernelblaster.kb.outcomes import EventId, OutcomeEvent, apply_outcome
+from kernelblaster.kb.outcomes import EventId, OutcomeChoice, OutcomeEvent, apply_outcome
 from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.kb.schema import MAX_LESSONS, KBDocument, OutcomeStats, OutcomeStatus, PerformanceState
 
@@ -81,6 +81,22 @@ def test_measured_event_without_speedup_is_invalid() -> None:
             technique="kernel_fusion",
             status=OutcomeStatus.MEASURED,
         )
+
+
+def test_how_a_technique_was_chosen_is_evidence_kept_with_the_outcome_and_changes_no_statistic(
+        document: KBDocument) -> None:
+    chosen = event(1).model_copy(update={"choice": OutcomeChoice(offered=["coalesced_access", "kernel_fusion"],
+                                                                 reason="three kernels re-read the same rows")})
+    plain = decode(Path("seed_kb.json"), seed_kb_bytes()).document
+    apply_outcome(document, chosen, NOW)
+    apply_outcome(plain, event(1), NOW)
+    assert stats(document) == stats(plain)
+    assert OutcomeEvent.model_validate_json(chosen.model_dump_json()).choice == chosen.choice
+
+
+def test_a_choice_from_nothing_offered_is_invalid() -> None:
+    with pytest.raises(ValidationError, match="offered"):
+        OutcomeChoice(offered=[], reason="no reason")
 
 
 def test_outcome_for_a_technique_the_state_lacks_is_refused(document: KBDocument) -> None:

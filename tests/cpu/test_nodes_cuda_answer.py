@@ -1,5 +1,6 @@
-"""The text form of a code answer (`CudaAnswer.from_text`): one `technique:` line, one fenced ```cuda block
-holding the whole file, the rest the explanation; anything ambiguous is refused with what is wrong."""
+"""The text form of a code answer (`CudaAnswer.from_text`): one `technique:` line, at most one `why:` line,
+one fenced ```cuda block holding the whole file, the rest the explanation; anything ambiguous is refused
+with what is wrong."""
 
 from __future__ import annotations
 
@@ -56,4 +57,24 @@ def test_a_missing_technique_line_is_refused() -> None:
 
 def test_an_answer_written_as_text_reads_back_the_same() -> None:
     answer = CudaAnswer(technique="kernel_fusion", explanation="One pass.", cuda_source=CODE)
+    assert CudaAnswer.from_text(answer.to_text()) == answer
+
+
+def test_the_why_line_is_read_as_the_reason_for_the_choice_not_as_explanation() -> None:
+    answer = CudaAnswer.from_text(_answer("technique: vectorized_access\n**Why:** loads are scalar\nUses float4.\n"))
+    assert (answer.choice_reason, answer.explanation) == ("loads are scalar", "Uses float4.")
+
+
+def test_an_answer_without_a_why_line_has_no_reason() -> None:
+    assert CudaAnswer.from_text(_answer()).choice_reason is None
+
+
+def test_two_why_lines_are_refused_as_ambiguous() -> None:
+    with pytest.raises(AnswerFormatError, match="at most one `why:` line, found 2"):
+        CudaAnswer.from_text(_answer("technique: vectorized_access\nwhy: one\nwhy: two\n"))
+
+
+def test_an_answer_with_a_reason_written_as_text_reads_back_the_same() -> None:
+    answer = CudaAnswer(technique="kernel_fusion", explanation="One pass.", cuda_source=CODE,
+                        choice_reason="the three kernels re-read the same rows")
     assert CudaAnswer.from_text(answer.to_text()) == answer

@@ -1,0 +1,68 @@
+"""On a real GPU, the facts the CUDA-writing prompts show come from the device: its limits from PyTorch, its
+peaks measured, and a `--llm human` run's first lowering prompt (its question.md) shows them with the
+targets and the precision contract. Set KERNELBLASTER_PROMPT_OUT=DIR to keep that prompt as DIR/lowering.md."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from test_human_run_gpu import ANSWERS_BY_ROLE, CANDIDATES, PROBLEM, kernelblaster
+
+from kernelblaster.graph import api
+from kernelblaster.harness.evaluate import detect_arch
+from kernelblaster.harness.gpu_facts import read_gpu_facts
+
+pytestmark = pytest.mark.gpu
+
+MAX_PROMPTS = 10
+ANSWERS = ANSWERS_BY_ROLE | {"state_matcher": {"state_id": "memory_bandwidth_bound", "reason": "the nearest state"}}
+
+
+def test_the_gpu_facts_are_read_from_the_device(tmp_path: Path) -> None:
+    facts = read_gpu_facts(0, detect_arch(0), "strict", tmp_path)
+    properties = torch.cuda.get_device_properties(0)
+    assert (facts.source, facts.name, facts.sm_count) == ("device", properties.name, properties.multi_processor_count)
+    assert facts.shared_memory_per_block_optin is not None
+    assert facts.shared_memory_per_block < facts.shared_memory_per_block_optin <= facts.shared_memory_per_sm
+    assert facts.registers_per_sm == 65536
+    assert facts.bandwidth_gbs > 500 and facts.fp32_tflops > 5
+    if facts.arch == "sm_90":
+        assert facts.compiler.target == "sm_90a" and facts.instructions.wgmma and facts.instructions.tma
+    assert facts.instructions.tensor_core_operands == [] and not facts.compiler.fast_math
+
+
+def test_a_human_runs_lowering_prompt_shows_the_gpu_the_contract_and_the_targets(tmp_path: Path) -> None:
+    env = os.environ | {"KERNELBLASTER_CACHE": str(tmp_path / "cache")}
+    run_dir = tmp_path / "run"
+    assert kernelblaster("kb", "init", str(tmp_path / "kb.json"), env=env).returncode == 0
+    started = kernelblaster("optimize", str(PROBLEM), "--llm", "human", "--init", str(CANDIDATES / "naive.cu"),
+                            "--run-dir", str(run_dir), "--kb", str(tmp_path / "kb.json"), "--iterations", "1",
+                            "--trajectories", "1", "--depth", "1", env=env)
+    assert started.returncode == 0, started.stderr
+    prompt = _first_lowering_prompt(run_dir, tmp_path, env)
+    keep = os.environ.get("KERNELBLASTER_PROMPT_OUT")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        (Path(keep) / "lowering.md").write_text((run_dir / "question.md").read_text())
+    for fact in (f"## The GPU (read from this GPU; peaks measured on it)\n{torch.cuda.get_device_name(0)}: ",
+                 "## Precision contract (policy: strict)", "## Targets", "PyTorch eager ", "PyTorch's own kernels: ",
+                 "Roofline floor on this GPU: ", "The initial CUDA: ", "% of roofline)", "Matched at cosine distance"):
+        assert fact in prompt, fact
+    assert "not profiled" not in prompt
+
+
+def _first_lowering_prompt(run_dir: Path, tmp_path: Path, env: dict[str, str]) -> str:
+    """Answer every question before the first lowering prompt of a step, which is returned."""
+    for number in range(MAX_PROMPTS):
+        question = api.Run.open(run_dir).outcome().questions[0].question
+        if question.node == "lower":
+            return question.prompt
+        answer_file = tmp_path / f"answer-{number}.json"
+        answer_file.write_text(json.dumps(ANSWERS[question.role]))
+        replied = kernelblaster("answer", str(run_dir), "--file", str(answer_file), env=env)
+        assert replied.returncode == 0, replied.stderr
+    raise AssertionError(f"no lowering prompt among the first {MAX_PROMPTS}")
