@@ -4,8 +4,9 @@ the facts every prompt shows (`RunFacts`: the GPU, the baselines, the roofline f
 The run first checks that it has what it needs (as `kernelblaster optimize` does, so a run started from
 Studio fails with the same one-line reason), then keeps its own copy of the problem file (and of an
 `--init` kernel) under `inputs/`, so the run directory stays self-contained. The baselines are what every
-speedup is measured against; their profile is kept beside them for the report. The problem's generated
-`kb_problem.h` is written to the run directory, as the agents see it.
+speedup is measured against; their profile is kept beside them for the report, and the run's facts in
+`baseline/facts.json`. The problem's generated `kb_problem.h` is written to the run directory, as the agents
+see it.
 """
 
 from __future__ import annotations

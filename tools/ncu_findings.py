@@ -60,7 +60,7 @@ def ranked_findings(report: NcuReport) -> list[FindingPlace]:
     """Every optimisation finding of the report, the most promising for the whole call first (see the module
     docstring)."""
     total_ns = report.total_gpu_time_ns
-    scored = []
+    scored: list[tuple[tuple[int, float], FindingPlace]] = []
     for k, kernel in enumerate(report.kernels):
         share = (kernel.duration_ns or 0.0) / total_ns if total_ns else 1.0
         scored += [(_rank_key(rule, share), (k, f)) for f, rule in enumerate(kernel.optimization_findings())]
