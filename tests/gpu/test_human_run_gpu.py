@@ -42,7 +42,9 @@ def expert_answer(role: str) -> str:
     return json.dumps(ANSWERS_BY_ROLE[role])
 
 
-def test_a_human_driven_run_on_the_gpu_finishes_with_the_faster_kernel(tmp_path: Path) -> None:
+def start_human_run(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A one-step `--llm human` run of the example problem from its naive kernel, waiting for its first answer;
+    its run directory and the environment to drive it with."""
     env = os.environ | {"KERNELBLASTER_CACHE": str(tmp_path / "cache")}
     run_dir = tmp_path / "run"
     assert kernelblaster("kb", "init", str(tmp_path / "kb.json"), env=env).returncode == 0
@@ -50,6 +52,11 @@ def test_a_human_driven_run_on_the_gpu_finishes_with_the_faster_kernel(tmp_path:
                             "--run-dir", str(run_dir), "--kb", str(tmp_path / "kb.json"), "--iterations", "1",
                             "--trajectories", "1", "--depth", "1", env=env)
     assert started.returncode == 0, started.stderr
+    return run_dir, env
+
+
+def test_a_human_driven_run_on_the_gpu_finishes_with_the_faster_kernel(tmp_path: Path) -> None:
+    run_dir, env = start_human_run(tmp_path)
     answered = []
     while (outcome := api.Run.open(run_dir).outcome()).status == "waiting_for_answer":
         assert len(answered) < MAX_PROMPTS, f"still asking after {answered}"

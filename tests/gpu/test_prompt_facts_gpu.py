@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_human_run_gpu import ANSWERS_BY_ROLE, CANDIDATES, PROBLEM, kernelblaster
+from test_human_run_gpu import ANSWERS_BY_ROLE, kernelblaster, start_human_run
 
 from kernelblaster.graph import api
 from kernelblaster.harness.evaluate import detect_arch
@@ -36,13 +36,7 @@ def test_the_gpu_facts_are_read_from_the_device(tmp_path: Path) -> None:
 
 
 def test_a_human_runs_lowering_prompt_shows_the_gpu_the_contract_and_the_targets(tmp_path: Path) -> None:
-    env = os.environ | {"KERNELBLASTER_CACHE": str(tmp_path / "cache")}
-    run_dir = tmp_path / "run"
-    assert kernelblaster("kb", "init", str(tmp_path / "kb.json"), env=env).returncode == 0
-    started = kernelblaster("optimize", str(PROBLEM), "--llm", "human", "--init", str(CANDIDATES / "naive.cu"),
-                            "--run-dir", str(run_dir), "--kb", str(tmp_path / "kb.json"), "--iterations", "1",
-                            "--trajectories", "1", "--depth", "1", env=env)
-    assert started.returncode == 0, started.stderr
+    run_dir, env = start_human_run(tmp_path)
     prompt = _first_lowering_prompt(run_dir, tmp_path, env)
     keep = os.environ.get("KERNELBLASTER_PROMPT_OUT")
     if keep:
