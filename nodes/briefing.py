@@ -18,6 +18,7 @@ from kernelblaster.graph.state import KernelRef, RunFacts, StepRecord
 from kernelblaster.harness.gpu_facts import GpuFacts
 from kernelblaster.harness.precision import PrecisionPolicy, Tolerance, tolerance_for
 from kernelblaster.harness.profile import KernelShare
+from kernelblaster.harness.references import LARGE_SCALE, TINY_SCALE
 from kernelblaster.kb.snippets import starting_point_for
 from kernelblaster.tools.text_sections import TextSections
 
@@ -63,7 +64,8 @@ def precision_section(policy: PrecisionPolicy, seeds: int) -> str:
     """The precision contract: the fp32 tolerance of the policy, the special inputs and the pitfalls."""
     tolerance = tolerance_for(torch.float32, policy)
     return briefing_text().fill(
-        "precision", policy=policy, seeds=str(seeds), bound=_bound(tolerance),
+        "precision", policy=policy, seeds=str(seeds), bound=_bound(tolerance), large=f"{LARGE_SCALE:g}",
+        tiny=f"{TINY_SCALE:g}",
         max_rel_l2=f"{tolerance.max_rel_l2:g}" if math.isfinite(tolerance.max_rel_l2) else None,
     )
 

@@ -92,7 +92,7 @@ def test_every_cuda_writing_prompt_states_the_precision_contract(run: ThreeSteps
     prompt = _prompt_of(run, node)
     for fact in ("## Precision contract (policy: strict)", "on 5 seeds",
                  "|out - ref| <= 0.0001 * rms(ref) + 0.001 * |ref|", "relative L2 error of each whole output must "
-                 "also be at most 0.0001", "scaled by 1e3, scaled by 1e-4, negated, and with NaN, +Inf and -Inf",
+                 "also be at most 0.0001", "scaled by 1000, scaled by 0.0001, negated, and with NaN, +Inf and -Inf",
                  "fmaxf/fminf return the other operand when one is NaN"):
         assert fact in prompt, fact
 
