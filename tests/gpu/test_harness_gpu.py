@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from cases import ACCEPTED, EXAMPLES, REJECTED, SWISH, AcceptCase, CheatCase, ExampleCase
+from gpu.cases import ACCEPTED, EXAMPLES, REJECTED, SWISH, AcceptCase, CheatCase, ExampleCase
 
 from kernelblaster.harness import verify
 from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions, evaluate_candidate

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from snippet_cases import SNIPPET_CASES, SnippetCase
+from gpu.snippet_cases import SNIPPET_CASES, SnippetCase
 
 from kernelblaster.harness.evaluate import EvalOptions, evaluate_candidate
 

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cases import EXAMPLES
+from gpu.cases import EXAMPLES
 
 from kernelblaster.harness.evaluate import EvalOptions, evaluate_candidate
 from kernelblaster.harness.profile import ProfileReport

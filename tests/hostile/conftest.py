@@ -7,7 +7,7 @@ import platform
 from collections.abc import Iterator
 
 import pytest
-from containment import Tripwires, planted
+from hostile.containment import Tripwires, planted
 
 collect_ignore_glob = [] if platform.machine() == "x86_64" else ["test_hostile_*.py"]
 

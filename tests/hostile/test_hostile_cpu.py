@@ -13,8 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from containment import Tripwires
-from hostile_cases import BUILT_CASES, HOSTILE_CASES, SWISH, HostileCase
+from hostile.containment import Tripwires
+from hostile.hostile_cases import BUILT_CASES, HOSTILE_CASES, SWISH, HostileCase
 
 from kernelblaster.harness.analysis import spec_for_problem
 from kernelblaster.harness.build import DRIVER_DIR, BuildResult, build_candidate, files_read_outside

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from containment import Tripwires
-from hostile_cases import HOSTILE_CASES, SWISH, HostileCase
+from hostile.containment import Tripwires
+from hostile.hostile_cases import HOSTILE_CASES, SWISH, HostileCase
 
 from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions
 from kernelblaster.harness.problem import load_problem
