@@ -15,7 +15,9 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -24,7 +26,7 @@ from kernelblaster.harness.build import driver_object
 from kernelblaster.harness.evaluate import EvalOptions, detect_arch, evaluate_candidate
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.precision import tolerance_for
-from kernelblaster.harness.problem import instantiate, load_problem
+from kernelblaster.harness.problem import ProblemInstance, instantiate, load_problem
 from kernelblaster.harness.roofline import peaks_for_device
 from kernelblaster.harness.timing import time_torch_calls
 from kernelblaster.tools.sandbox import require_sandbox
@@ -102,10 +104,12 @@ def load_inline_seconds(problem_path: Path, candidate: Path, build_root: Path) -
         torch.cuda.synchronize()
         correct &= all(torch.allclose(o, r, rtol=tolerance_for(r.dtype, "strict").rtol, atol=1e-4)
                        for o, r in zip(outputs, reference, strict=True))
-    args = [instantiate(problem, seed, "cuda") for seed in range(2)]
-    calls = [lambda i=i: module.run(i.tensor_args, list(i.initial_state.values()), [torch.empty_like(r) for r in
-                                                                                   reference]) for i in args]
-    time_torch_calls(calls, 0)
+
+    def call_on(instance: ProblemInstance) -> Callable[[], Any]:
+        return lambda: module.run(instance.tensor_args, list(instance.initial_state.values()),
+                                  [torch.empty_like(r) for r in reference])
+
+    time_torch_calls([call_on(instantiate(problem, seed, "cuda")) for seed in range(2)], 0)
     return time.perf_counter() - started, correct
 
 

@@ -17,6 +17,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,11 +71,14 @@ def startup_ms(program: DriverProgram, sandbox: Sandbox | None) -> float:
     return statistics.median(samples)
 
 
+def _stage_seconds(stage: str) -> Callable[[Samples], list[float]]:
+    return lambda samples: samples.stage_s.get(stage, [float("nan")])
+
+
 def report(samples: dict[str, Samples], starts: dict[str, float]) -> None:
     print(f"{'':24}" + "".join(f"{mode:>14}" for mode in MODES))
-    rows = [("evaluation wall (s)", lambda s: s.wall_s)]
-    rows += [(f"  {stage} (s)", lambda s, stage=stage: s.stage_s.get(stage, [float("nan")]))
-             for stage in samples["sandbox"].stage_s]
+    rows: list[tuple[str, Callable[[Samples], list[float]]]] = [("evaluation wall (s)", lambda s: s.wall_s)]
+    rows += [(f"  {stage} (s)", _stage_seconds(stage)) for stage in samples["sandbox"].stage_s]
     rows += [("kernel event (us)", lambda s: [x * 1000 for x in s.event_ms])]
     for label, values in rows:
         print(f"{label:24}" + "".join(f"{statistics.median(values(samples[mode])):14.4f}" for mode in MODES))

@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after the backend is chosen
 from matplotlib.figure import Figure
 
-from kernelblaster.eval.metrics import by_level, fast_p_curve, speedups, summarise
+from kernelblaster.eval.metrics import Baseline, by_level, fast_p_curve, speedups, summarise
 from kernelblaster.eval.results import KBVersionRow, ProblemRow
 
 
@@ -28,8 +28,9 @@ class Series:
 
 def fast_p_plot(series: Sequence[Series]) -> bytes:
     figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for axis, against, title in ((axes[0], "eager", "against PyTorch eager"),
-                                 (axes[1], "compile", "against torch.compile")):
+    panels: tuple[tuple[Baseline, str], ...] = (("eager", "against PyTorch eager"),
+                                                ("compile", "against torch.compile"))
+    for axis, (against, title) in zip(axes, panels, strict=True):
         for one in series:
             curve = fast_p_curve(one.rows, against)
             axis.step([p for p, _ in curve], [v for _, v in curve], where="post", label=one.label)
@@ -84,19 +85,18 @@ def _bars_by_level(series: Sequence[Series], value_of: Callable[[list[ProblemRow
 def tokens_plot(rows: Sequence[ProblemRow], costs: dict[int, float] | None) -> bytes:
     """Tokens of each problem, stacked by role; with prices, the cost on a second axis."""
     figure, axis = plt.subplots(figsize=(max(7, 0.35 * len(rows)), 4))
-    finished = [row for row in rows if row.result is not None]
-    roles = list(dict.fromkeys(t.role for row in finished for t in row.result.tokens if row.result))
+    finished = [(row, row.result.tokens) for row in rows if row.result is not None]
+    roles = list(dict.fromkeys(t.role for _, tokens in finished for t in tokens))
     bottom = [0.0] * len(finished)
     for role in roles:
-        heights = [float(sum(t.total for t in row.result.tokens if t.role == role)) if row.result else 0.0
-                   for row in finished]
+        heights = [float(sum(t.total for t in tokens if t.role == role)) for _, tokens in finished]
         axis.bar(range(len(finished)), heights, bottom=bottom, label=role)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    axis.set_xticks(range(len(finished)), [row.problem_id for row in finished], rotation=75, fontsize=7)
+    axis.set_xticks(range(len(finished)), [row.problem_id for row, _ in finished], rotation=75, fontsize=7)
     axis.set(title="Tokens per problem, by role", ylabel="tokens")
     if costs:
         cost_axis = axis.twinx()
-        cost_axis.plot(range(len(finished)), [costs.get(row.position, 0.0) for row in finished], "k.",
+        cost_axis.plot(range(len(finished)), [costs.get(row.position, 0.0) for row, _ in finished], "k.",
                        label="cost (USD)")
         cost_axis.set_ylabel("cost (USD)")
     axis.legend(fontsize=7)

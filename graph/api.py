@@ -16,14 +16,13 @@ writes `report.md` saying why; one process at a time advances a run.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command
+from langgraph.types import Command, StreamMode
 from pydantic import BaseModel
 
 from kernelblaster.graph.checkpoint import (
@@ -36,7 +35,7 @@ from kernelblaster.graph.checkpoint import (
 )
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.cost import ModelPrice, usage_cost
-from kernelblaster.graph.graph import compile_graph
+from kernelblaster.graph.graph import RunGraph, compile_graph
 from kernelblaster.graph.human import HumanQuestion
 from kernelblaster.graph.preflight import check_new_run
 from kernelblaster.graph.progress import Progress, ProgressNote
@@ -62,12 +61,15 @@ class PendingQuestion(BaseModel):
     question: HumanQuestion
 
 
+RunOutcomeStatus = Literal["finished", "waiting_for_answer", "stopped"]
+
+
 class RunOutcome(BaseModel):
     """Where a run stands. `stopped`: it ended before finishing (a crash, a kill, Ctrl-C); resume it. A finished
     run that `ended_early` (its token budget spent) says why."""
 
     run_dir: Path
-    status: Literal["finished", "waiting_for_answer", "stopped"]
+    status: RunOutcomeStatus
     best_source: Path | None
     best_speedup: float | None
     report: Path | None
@@ -76,6 +78,10 @@ class RunOutcome(BaseModel):
 
 
 ProgressCallback = Callable[[Progress], None]
+
+# Node updates give the tokens and the best speedup; the custom stream carries the nodes' progress notes.
+STREAM_MODES: list[StreamMode] = ["updates", "custom"]
+StreamItem = tuple[tuple[str, ...], StreamMode, Any]
 
 
 class Run:
@@ -130,7 +136,7 @@ class Run:
             create_checkpoints(files)
         return cls(files, record, services)
 
-    def progress(self, answers: dict[str, str] | None = None) -> Iterator[Progress]:
+    def progress(self, answers: dict[str, str] | None = None) -> Generator[Progress]:
         """Start or continue the run (with answers to pending questions, by id) until it finishes or waits.
 
         At the end the run's `status.json` says where it stands (and `question.md` holds the questions it
@@ -142,7 +148,7 @@ class Run:
         finally:
             self.services.release(self.files.root)
 
-    def _advance_exclusively(self, answers: dict[str, str] | None) -> Iterator[Progress]:
+    def _advance_exclusively(self, answers: dict[str, str] | None) -> Generator[Progress]:
         with self.files.exclusive():
             try:
                 yield from self._stream(answers)
@@ -184,7 +190,7 @@ class Run:
                      for item in snapshot.interrupts]
         best: KernelRef | None = snapshot.values.get("best")
         report = snapshot.values.get("report")
-        status = "waiting_for_answer" if questions else "finished" if report else "stopped"
+        status: RunOutcomeStatus = "waiting_for_answer" if questions else "finished" if report else "stopped"
         return RunOutcome(run_dir=self.files.root, status=status,
                           best_source=self.files.best_source if report and best else None,
                           best_speedup=best.speedup if best else None, report=Path(report) if report else None,
@@ -203,15 +209,17 @@ class Run:
                     on_progress(progress)
         return self.outcome()
 
-    def _stream(self, answers: dict[str, str] | None) -> Iterator[Progress]:
+    def _stream(self, answers: dict[str, str] | None) -> Generator[Progress]:
         with open_checkpointer(self.files) as checkpointer:
             graph = compile_graph(self.services, checkpointer)
             tracker = _Tracker.from_state(graph.get_state(thread_config(self.record.run_id)).values,
                                           self.context.prices)
             self._set_status("running", tracker.best_speedup)
-            stream = graph.stream(self._graph_input(graph, answers), thread_config(self.record.run_id),
-                                  context=self.context, stream_mode=["updates", "custom"], subgraphs=True,
-                                  durability=DURABILITY)
+            # `Pregel.stream` is typed as an iterator of any item; with several modes and subgraphs it is
+            # a generator of (namespace, mode, data) triples.
+            stream = cast(Generator[StreamItem], graph.stream(
+                self._graph_input(graph, answers), thread_config(self.record.run_id), context=self.context,
+                stream_mode=STREAM_MODES, subgraphs=True, durability=DURABILITY))
             # Closed before the checkpointer: an exception here (Ctrl-C) must let running nodes finish
             # with the database still open.
             with closing(stream):
@@ -231,7 +239,7 @@ class Run:
         self.files.write_status(RunStatus(status=status, updated=_now(), best_speedup=best, reason=reason,
                                           pid=os.getpid() if status == "running" else None))
 
-    def _graph_input(self, graph: CompiledStateGraph, answers: dict[str, str] | None) -> Any:
+    def _graph_input(self, graph: RunGraph, answers: dict[str, str] | None) -> Any:
         if answers is not None:
             return Command(resume=answers)
         if graph.get_state(thread_config(self.record.run_id)).values:

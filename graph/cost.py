@@ -38,10 +38,17 @@ class ModelPrice(BaseModel):
 class PricedUsage(Protocol):
     """Tokens of one answer (`graph.state.TokenUsage`), as far as pricing needs them."""
 
-    model: str
-    input_tokens: int
-    cached_input_tokens: int
-    output_tokens: int
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def input_tokens(self) -> int: ...
+
+    @property
+    def cached_input_tokens(self) -> int: ...
+
+    @property
+    def output_tokens(self) -> int: ...
 
 
 class Cost(BaseModel):

@@ -75,8 +75,13 @@ RECURSION_LIMIT = 10_000
 # A node or a route: (state, runtime, *, resources) -> the state update, or where to go next.
 Node = Callable[..., Any]
 
+# The graphs' type parameters: state, context, input and output schemas.
+TrajectoryGraph = CompiledStateGraph[TrajectoryState, RunContext, TrajectoryState, TrajectoryOutput]
+RunGraphBuilder = StateGraph[OptimizationState, RunContext, OptimizationInput, OptimizationState]
+RunGraph = CompiledStateGraph[OptimizationState, RunContext, OptimizationInput, OptimizationState]
 
-def build_trajectory_graph(services: Services) -> CompiledStateGraph:
+
+def build_trajectory_graph(services: Services) -> TrajectoryGraph:
     """One trajectory: up to L optimization steps, each with its compile and verify retries."""
     with_resources = _binder(services)
     graph = StateGraph(TrajectoryState, context_schema=RunContext, output_schema=TrajectoryOutput)
@@ -101,7 +106,7 @@ def build_trajectory_graph(services: Services) -> CompiledStateGraph:
     return graph.compile(name="trajectory")
 
 
-def build_graph(services: Services | None = None) -> StateGraph:
+def build_graph(services: Services | None = None) -> RunGraphBuilder:
     """The whole run, uncompiled (compile it with a checkpointer: `graph.checkpoint`, `graph.api`)."""
     services = services or Services()
     with_resources = _binder(services)
@@ -158,7 +163,7 @@ def _releasing(services: Services, node: Node) -> Node:
 
 
 def compile_graph(services: Services | None = None,
-                  checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+                  checkpointer: BaseCheckpointSaver | None = None) -> RunGraph:
     """The runnable graph, allowed more steps than the largest run shape takes (LangGraph's default limit
     was 25 before 1.0, which a single deep trajectory exceeds)."""
     graph = build_graph(services).compile(checkpointer=checkpointer, name="kernelblaster")
@@ -166,7 +171,7 @@ def compile_graph(services: Services | None = None,
 
 
 @contextmanager
-def studio_graph() -> Iterator[CompiledStateGraph]:
+def studio_graph() -> Iterator[RunGraph]:
     """The graph `langgraph dev` serves (see langgraph.json); the server brings its own checkpointer.
 
     The server enters this for each request and leaves it when the request is done, so a run it drives

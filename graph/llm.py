@@ -21,6 +21,7 @@ from typing import Generic
 
 from langchain_core.messages import BaseMessage
 from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 from kernelblaster.graph.agents import Agent, AgentFailed, Answer, AnswerJournal, BudgetExhausted, Question, T, no_usage
 from kernelblaster.graph.answers import Reading, correction, cut_off, first_messages, read_reply
@@ -57,7 +58,7 @@ def chat_model(context: RunContext, role: Role) -> ChatOpenAI:
     return ChatOpenAI(
         model=context.model_for(role),
         base_url=_base_url(context),
-        api_key=os.environ.get(API_KEY_VARIABLE) or PLACEHOLDER_KEY,
+        api_key=SecretStr(os.environ.get(API_KEY_VARIABLE) or PLACEHOLDER_KEY),
         max_retries=0,
         timeout=context.llm_timeout_s,
     )

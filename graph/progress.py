@@ -12,6 +12,7 @@ from typing import TextIO
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
+from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.cost import Cost
 from kernelblaster.graph.state import TrajectoryState
 
@@ -34,7 +35,7 @@ class ProgressNote(BaseModel):
         return " ".join(parts) or "run"
 
 
-def write_note(runtime: Runtime, note: ProgressNote) -> None:
+def write_note(runtime: Runtime[RunContext], note: ProgressNote) -> None:
     runtime.stream_writer(note)
 
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langgraph.graph import END
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.services import RunResources
 from kernelblaster.graph.state import OptimizationState, TrajectoryState
+
+# A trajectory's routers return "__end__", the value of LangGraph's END, spelled out: END is typed `str`, which
+# the Literal return types (the targets `graph.graph` declares) would not accept.
 
 
 def after_initial_check(state: OptimizationState, runtime: Runtime[RunContext], *,
@@ -72,7 +74,7 @@ def after_extraction(state: TrajectoryState, runtime: Runtime[RunContext]) -> Li
 
 def after_selection(state: TrajectoryState) -> Literal["lower", "__end__"]:
     """A state with nothing left to try ends the trajectory."""
-    return "lower" if state.this_step.choices else END
+    return "lower" if state.this_step.choices else "__end__"
 
 
 def after_lowering(state: TrajectoryState) -> Literal["compile", "record_step"]:
@@ -95,5 +97,5 @@ def after_step(state: TrajectoryState, runtime: Runtime[RunContext], *,
                resources: RunResources) -> Literal["extract_state", "lower", "__end__"]:
     """Go on until the trajectory is L steps deep, or stop early when it keeps failing or the budget is spent."""
     if state.step >= runtime.context.depth or state.failed_steps >= runtime.context.max_failed_steps:
-        return END
-    return END if resources.stop_reason() is not None else step_entry(runtime)
+        return "__end__"
+    return "__end__" if resources.stop_reason() is not None else step_entry(runtime)

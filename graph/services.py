@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol, Self
+from typing import Any, Protocol, Self, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
@@ -60,16 +60,22 @@ class BuiltCandidate(Protocol):
     def result(self) -> EvalResult | None: ...
 
 
-class Evaluator(Protocol):
-    """The harness bound to one problem, one GPU and one set of options (`harness.evaluate.CandidateEvaluator`)."""
+BuiltT = TypeVar("BuiltT", bound=BuiltCandidate)
+
+
+class Evaluator(Protocol[BuiltT]):
+    """The harness bound to one problem, one GPU and one set of options (`harness.evaluate.CandidateEvaluator`).
+
+    `verify` and `measure` take builds of the evaluator's own kind (`BuiltT`), which any evaluator of the
+    same factory accepts."""
 
     header: str
 
-    def build(self, source: str, label: str) -> BuiltCandidate: ...
+    def build(self, source: str, label: str) -> BuiltT: ...
 
-    def verify(self, built: BuiltCandidate) -> EvalResult: ...
+    def verify(self, built: BuiltT) -> EvalResult: ...
 
-    def measure(self, built: BuiltCandidate, verified: EvalResult, profile: bool) -> EvalResult: ...
+    def measure(self, built: BuiltT, verified: EvalResult, profile: bool) -> EvalResult: ...
 
     def baseline(self) -> BaselineTiming: ...
 
@@ -95,7 +101,8 @@ class ChatModels(Protocol):
 class EvaluatorFactory(Protocol):
     """Makes the evaluator of one problem and set of options, and says what it needs from the machine."""
 
-    def __call__(self, problem: Problem, options: EvalOptions) -> Evaluator: ...
+    # Any: the kind of build is the factory's own; a run's builds go only to the evaluators of its factory.
+    def __call__(self, problem: Problem, options: EvalOptions) -> Evaluator[Any]: ...
 
     def missing(self, context: RunContext) -> list[str]:
         """What this machine lacks to evaluate candidates as `context` asks; empty when nothing."""
@@ -114,7 +121,7 @@ class OpenAIChatModels:
 class HarnessEvaluators:
     """The GPU harness (`harness.evaluate.CandidateEvaluator`): a GPU for each index, nvcc, ncu to profile."""
 
-    def __call__(self, problem: Problem, options: EvalOptions) -> Evaluator:
+    def __call__(self, problem: Problem, options: EvalOptions) -> Evaluator[Any]:
         from kernelblaster.harness.evaluate import CandidateEvaluator
 
         return CandidateEvaluator(problem, options)
@@ -150,7 +157,7 @@ class RunResources:
             budget=TokenBudget(context.token_limit, spent=recorded_tokens(files.llm_log), parent=suite_budget),
             journal=AnswerJournal(files.answers))
         self._replay = ReplayLink(Path(context.replay_from)) if context.replay_from is not None else None
-        self.pool: GpuPool[Evaluator] = GpuPool(
+        self.pool: GpuPool[Evaluator[Any]] = GpuPool(
             context.gpus, lambda gpu: evaluators(problem, eval_options(context, gpu)))
         self._builds: dict[str, BuiltCandidate] = {}
         self._kb: KnowledgeBase | None = None

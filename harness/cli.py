@@ -157,8 +157,6 @@ def run_baseline(options: MeasureOptions) -> int:
     lines = [f"problem: {problem.path} on {report.gpu}, precision {report.precision}",
              *render_baseline_lines(report.timing), render_roofline(report.roofline),
              *render_profile_lines(report.profile, options.profile)]
-    if report.profile:
-        lines.append(report.profile.findings)
     print("\n".join(lines))
     return 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def _matmul_tflops(dtype: torch.dtype, allow_tf32: bool) -> float:
     return 2 * _MATMUL_SIZE**3 / milliseconds / 1e9
 
 
-def _median_ms(operation, repeats: int = 10) -> float:
+def _median_ms(operation: Callable[[], object], repeats: int = 10) -> float:
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(3):
         operation()

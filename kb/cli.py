@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import Field
@@ -208,5 +209,5 @@ def run_restore(options: RestoreOptions) -> int:
     return 0
 
 
-def _report(options: KBOptions | InitOptions, summary: dict[str, object], text: str) -> None:
+def _report(options: KBOptions | InitOptions, summary: Mapping[str, object], text: str) -> None:
     print(json.dumps(summary) if options.as_json else text)

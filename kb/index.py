@@ -23,6 +23,7 @@ from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS, check_signature
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
+    from chromadb.api.types import PyEmbeddings
 
 COLLECTION_NAME = "state_signatures"
 # Cosine distance added to a state never seen on the query's arch: a KB learned on one GPU still helps
@@ -99,10 +100,13 @@ class SignatureIndex:
             n_results = min(n_results, collection.count())
             if n_results == 0:
                 return []
-            result = collection.query(query_embeddings=[list(signature)], n_results=n_results, include=["distances"])
+            query: PyEmbeddings = [list(signature)]
+            result = collection.query(query_embeddings=query, n_results=n_results, include=["distances"])
         except Exception as error:  # Chroma raises several unrelated types for a damaged database
             raise IndexUnreadable(f"{self.directory}: {error}") from error
-        return list(zip(result["ids"][0], result["distances"][0], strict=True))
+        distances = result["distances"]
+        assert distances is not None, "asked for by include"
+        return list(zip(result["ids"][0], distances[0], strict=True))
 
     def _update(self, document: KBDocument, document_hash: str) -> None:
         collection = self._open()
@@ -111,8 +115,10 @@ class SignatureIndex:
         if collection.metadata and collection.metadata.get(_HASH_KEY) == document_hash:
             return
         stored = collection.get(include=["metadatas"])
+        metadatas = stored["metadatas"]
+        assert metadatas is not None, "asked for by include"
         stored_prints = {
-            record_id: meta["fingerprint"] for record_id, meta in zip(stored["ids"], stored["metadatas"], strict=True)
+            record_id: meta["fingerprint"] for record_id, meta in zip(stored["ids"], metadatas, strict=True)
         }
         wanted = {state.id: state for state in indexed_states(document)}
         gone = [record_id for record_id in stored_prints if record_id not in wanted]
@@ -134,9 +140,10 @@ class SignatureIndex:
         batch = _client(self.directory).get_max_batch_size()
         for start in range(0, len(states), batch):
             chunk = states[start : start + batch]
+            embeddings: PyEmbeddings = [state.signature for state in chunk]
             collection.upsert(
                 ids=[state.id for state in chunk],
-                embeddings=[state.signature for state in chunk],
+                embeddings=embeddings,
                 metadatas=[{"arches": ",".join(state.arches), "fingerprint": _fingerprint(state)} for state in chunk],
             )
 

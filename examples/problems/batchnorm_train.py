@@ -25,10 +25,10 @@ width = 128
 eps = 1e-5
 
 
-def get_inputs():
+def get_inputs() -> list[torch.Tensor]:
     x = torch.randn(batch_size, features, height, width)
     return [x]
 
 
-def get_init_inputs():
+def get_init_inputs() -> list[float]:
     return [features, eps]

@@ -24,10 +24,10 @@ dim = 6143
 scale = 1.75
 
 
-def get_inputs():
+def get_inputs() -> list[torch.Tensor]:
     x = torch.randn(batch_size, dim)
     return [x]
 
 
-def get_init_inputs():
+def get_init_inputs() -> list[float]:
     return [scale]

@@ -22,10 +22,10 @@ in_features = 2048
 out_features = 2048
 
 
-def get_inputs():
+def get_inputs() -> list[torch.Tensor]:
     x = torch.randn(batch_size, in_features)
     return [x]
 
 
-def get_init_inputs():
+def get_init_inputs() -> list[int]:
     return [in_features, out_features]
