@@ -42,8 +42,13 @@ class RecordedToolCall(BaseModel):
     error: str | None = Field(default=None, description="Why the arguments could not be read")
 
 
+MessageRole = Literal["system", "user", "assistant", "tool"]
+# LangChain's message types, in the OpenAI chat format's names
+_MESSAGE_ROLES: dict[str, MessageRole] = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+
+
 class RecordedMessage(BaseModel):
-    role: Literal["system", "user", "assistant", "tool"]
+    role: MessageRole
     content: str
     tool_calls: list[RecordedToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
@@ -102,10 +107,10 @@ class ExchangeRecorder:
 
 
 def _recorded_message(message: BaseMessage) -> RecordedMessage:
-    role = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}[message.type]
+    role = _MESSAGE_ROLES[message.type]
     calls = _recorded_calls(message) if isinstance(message, AIMessage) else []
     call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
-    return RecordedMessage(role=role, content=message.text, tool_calls=calls, tool_call_id=call_id)  # type: ignore[arg-type]
+    return RecordedMessage(role=role, content=message.text, tool_calls=calls, tool_call_id=call_id)
 
 
 def _recorded_reply(reply: Reply) -> RecordedReply:

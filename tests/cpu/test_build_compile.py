@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.nvcc import CompileResult, arch_flags, compile_object, find_nvcc, parse_messages
+from kernelblaster.tools.nvcc import (
+    COMPILE_TIMEOUT_S,
+    CompileResult,
+    arch_flags,
+    compile_object,
+    find_nvcc,
+    parse_messages,
+)
 from kernelblaster.tools.sandbox import Sandbox
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"
@@ -16,7 +23,7 @@ DRIVER_DIR = Path(__file__).resolve().parents[2] / "harness" / "driver"
 
 
 def compile_fixture(name: str, out_dir: Path, sandbox: Sandbox, cache_dir: Path | None = None,
-                    **options: object) -> CompileResult:
+                    timeout_s: float = COMPILE_TIMEOUT_S) -> CompileResult:
     return compile_object(
         FIXTURES / f"{name}.cu",
         out_dir / f"{name}.o",
@@ -24,7 +31,7 @@ def compile_fixture(name: str, out_dir: Path, sandbox: Sandbox, cache_dir: Path 
         include_dirs=[FIXTURES, DRIVER_DIR],
         cache_dir=cache_dir,
         sandbox=sandbox,
-        **options,  # type: ignore[arg-type]
+        timeout_s=timeout_s,
     )
 
 
@@ -76,11 +83,14 @@ def test_a_second_compile_of_the_same_source_elsewhere_is_a_cache_hit(tmp_path: 
 def test_a_changed_header_misses_the_cache(tmp_path: Path, sandbox: Sandbox) -> None:
     work = tmp_path / "work"
     shutil.copytree(FIXTURES, work)
-    options = {"arch": "sm_90", "include_dirs": [work, DRIVER_DIR], "cache_dir": tmp_path / "cache",
-               "sandbox": sandbox}
-    compile_object(work / "scale_ok.cu", work / "first.o", **options)  # type: ignore[arg-type]
+
+    def compile_to(output: Path) -> CompileResult:
+        return compile_object(work / "scale_ok.cu", output, arch="sm_90", include_dirs=[work, DRIVER_DIR],
+                              cache_dir=tmp_path / "cache", sandbox=sandbox)
+
+    compile_to(work / "first.o")
     (work / "kb_problem.h").write_text((work / "kb_problem.h").read_text() + "static constexpr int KB_EXTRA = 1;\n")
-    second = compile_object(work / "scale_ok.cu", work / "second.o", **options)  # type: ignore[arg-type]
+    second = compile_to(work / "second.o")
     assert second.ok and not second.cached
 
 

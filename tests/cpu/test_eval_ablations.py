@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fixtures.suite.scripted_suite import KERNELBENCH, services_factory, suite_config
@@ -17,10 +18,11 @@ from kernelblaster.eval.suite import open_suite
 EVIDENCE = "1 attempt, 1 measured"
 
 
-def _suite(tmp_path: Path, name: str, **overrides: object) -> tuple[Path, Path]:
+def _suite(tmp_path: Path, name: str, context: dict[str, object] | None = None,
+           **overrides: object) -> tuple[Path, Path]:
     problems = select_problems(KERNELBENCH, [1], {19, 23})
     root, prompts = tmp_path / name, tmp_path / f"{name}-prompts"
-    context = {"top_k": 32, "depth": 1} | dict(overrides.pop("context", {}))  # type: ignore[call-overload]
+    context = {"top_k": 32, "depth": 1} | (context or {})
     start_suite(root, suite_config(problems, window=1, gpus=(0,), context=context, **overrides),
                 services_factory(prompts))
     return root, prompts
@@ -49,7 +51,8 @@ def test_a_learning_suite_shows_later_problems_what_earlier_ones_measured_and_a_
     ({"context": {"profile_feedback": "cycles-only"}}, "memory fresh, signature cycles-only"),
     ({"context": {"agent": "minimal"}}, "memory fresh, agent minimal"),
 ])
-def test_each_switch_is_recorded_and_reaches_every_problems_run(tmp_path: Path, settings: dict, ablation: str) -> None:
+def test_each_switch_is_recorded_and_reaches_every_problems_run(tmp_path: Path, settings: dict[str, Any],
+                                                               ablation: str) -> None:
     root, prompts = _suite(tmp_path, "suite", **settings)
 
     suite = open_suite(root)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from fixtures.kb.lookup import optimization_of
 from fixtures.suite.scripted_suite import KERNELBENCH
 
 from kernelblaster.eval.problems import ordered, parse_levels, parse_ranges, select_problems
@@ -105,8 +106,8 @@ def test_the_suite_kb_applies_journals_in_suite_order_whatever_order_they_arrive
     made = suite_kb.submit(0, [_outcome("a", 0, 1.5)])
 
     assert [(v.version, v.position) for v in made] == [(1, 0), (2, 1)]
-    stats = decode(tmp_path / "x", suite_kb.document_bytes(2)).document.states["memory_bandwidth_bound"] \
-        .optimization("vectorized_access").stats  # type: ignore[union-attr]
+    document = decode(tmp_path / "x", suite_kb.document_bytes(2)).document
+    stats = optimization_of(document.states["memory_bandwidth_bound"], "vectorized_access").stats
     assert (stats.attempts, stats.measured) == (2, 2) and first.version == 0
     assert suite_kb.submit(0, [_outcome("a", 1)]) == []  # already applied: a resubmission changes nothing
 

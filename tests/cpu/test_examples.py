@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from manifests import load_manifest
+from gpu import cases
 
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.problem import instantiate, load_problem
@@ -23,8 +23,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER_DIR = REPO_ROOT / "harness" / "driver"
 NVCC_FLAGS = ("-c", "-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a")
 
-cases = load_manifest("gpu/cases.py")
-
 PROBLEMS = sorted({example.problem for example in cases.EXAMPLES})
 # (id, kernel, problem) for every kernel in the manifest.
 KERNELS: list[tuple[str, Path, Path]] = [
@@ -33,7 +31,8 @@ KERNELS: list[tuple[str, Path, Path]] = [
     *((f"unusual/{c.id}", c.candidate, c.problem) for c in cases.ACCEPTED),
 ]
 KERNEL_PARAMS = [pytest.param(kernel, problem, id=kernel_id) for kernel_id, kernel, problem in KERNELS]
-LABELLED_CASES = [pytest.param(c, id=c.id) for c in (*cases.REJECTED, *cases.ACCEPTED)]
+LABELLED: tuple[cases.CheatCase | cases.AcceptCase, ...] = (*cases.REJECTED, *cases.ACCEPTED)
+LABELLED_CASES = [pytest.param(c, id=c.id) for c in LABELLED]
 
 
 @functools.cache

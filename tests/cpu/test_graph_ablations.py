@@ -4,6 +4,7 @@ none, cycles-only profile feedback, the minimal agent. Each is compared with the
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from fixtures.graph.recorded_evaluator import EvaluationLog
 from fixtures.graph.scenario import (
@@ -15,9 +16,10 @@ from fixtures.graph.scenario import (
     services_for,
     small_context,
 )
-from fixtures.graph.scripted_chat import ScriptedChatModel
+from fixtures.graph.scripted_chat import Reply, ScriptedChatModel
 from langchain_core.messages import BaseMessage
 
+from kernelblaster.graph.context import Role
 from kernelblaster.kb.codec import decode
 from kernelblaster.kb.journal import read_changes
 from kernelblaster.kb.paths import seed_kb_bytes
@@ -33,11 +35,11 @@ def _chooses_its_own(messages: list[BaseMessage]) -> CudaAnswer:
     return CudaAnswer(technique="loop_unrolling", explanation="unrolled", cuda_source=kernel("ok 0.5"))
 
 
-def _lowering_prompts(models: dict[str, ScriptedChatModel]) -> list[str]:
+def _lowering_prompts(models: dict[Role, ScriptedChatModel]) -> list[str]:
     return [str(prompt[1].content) for prompt in models["lowering"].prompts[1:]]
 
 
-def _run(tmp_path: Path, lowering: object, **switches: object) -> tuple[dict[str, ScriptedChatModel], Path]:
+def _run(tmp_path: Path, lowering: Reply, **switches: Any) -> tuple[dict[Role, ScriptedChatModel], Path]:
     models = chat_models([initial_kernel(), lowering], state_matcher=MatchDecision(
         state_id="memory_bandwidth_bound", reason="the nearest"))
     context = small_context(tmp_path, depth=1, **switches)

@@ -4,11 +4,13 @@ the path the run took asserted from the streamed node names."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fixtures.graph.recorded_evaluator import EvaluationLog
 from fixtures.graph.scenario import (
     FAITHFUL,
+    Finished,
     applies_first_offered,
     chat_models,
     initial_kernel,
@@ -17,21 +19,25 @@ from fixtures.graph.scenario import (
     services_for,
     small_context,
 )
-from fixtures.graph.scripted_chat import connection_error
+from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, connection_error
+from fixtures.kb.lookup import tried_optimization
 
+from kernelblaster.graph.context import Role
 from kernelblaster.graph.state import StepRecord
 from kernelblaster.kb.edits import Deprecate
+from kernelblaster.kb.schema import OutcomeStats
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.nodes.kernels import SoftVerdict
 from kernelblaster.tools.errors import UserFacingError
 
 
-def _run(tmp_path: Path, lowering: list, log: EvaluationLog | None = None, **settings):
+def _run(tmp_path: Path, lowering: list[Reply], log: EvaluationLog | None = None,
+         **settings: Any) -> tuple[Finished, dict[Role, ScriptedChatModel]]:
     models = chat_models(lowering, **settings.pop("roles", {}))
     return run_graph(services_for(models, log or EvaluationLog()), small_context(tmp_path, **settings)), models
 
 
-def _steps(finished) -> list[StepRecord]:
+def _steps(finished: Finished) -> list[StepRecord]:
     return finished.state["steps"]
 
 
@@ -82,8 +88,7 @@ def test_compile_errors_past_the_retry_limit_end_the_step_as_a_failed_attempt_in
     assert finished.follows("trajectory/compile", "trajectory/record_step")
     step = _steps(finished)[0]
     assert (step.outcome, step.attempts, step.kb_updated) == ("compile_failed", 2, True)
-    stats = KnowledgeBase.load(tmp_path / "kb" / "kb.json").document.states[step.state_id].optimization(
-        step.technique).stats
+    stats = _stats(tmp_path, step)
     assert (stats.attempts, stats.compile_failures) == (1, 1)
 
 
@@ -131,8 +136,7 @@ def test_a_suspicious_result_is_reported_but_neither_rewarded_nor_kept(tmp_path:
     step = _steps(finished)[0]
     assert step.outcome == "suspicious"
     assert finished.state["best"].time_ms == 0.9
-    stats = KnowledgeBase.load(tmp_path / "kb" / "kb.json").document.states[step.state_id].optimization(
-        step.technique).stats
+    stats = _stats(tmp_path, step)
     assert (stats.suspicious, stats.measured, stats.geomean_speedup) == (1, 0, None)
     assert "Suspicious results" in (tmp_path / "run" / "report.md").read_text()
 
@@ -196,9 +200,8 @@ def test_a_kernel_caught_escaping_its_stream_while_timed_ends_the_step_as_verify
     assert finished.state["best"].time_ms == 0.9
 
 
-def _stats(tmp_path: Path, step: StepRecord):
-    return KnowledgeBase.load(tmp_path / "kb" / "kb.json").document.states[step.state_id].optimization(
-        step.technique).stats
+def _stats(tmp_path: Path, step: StepRecord) -> OutcomeStats:
+    return tried_optimization(tmp_path / "kb" / "kb.json", step).stats
 
 
 def test_a_candidate_the_harness_cannot_judge_is_tried_twice_then_ends_the_step_unlearned(tmp_path: Path) -> None:

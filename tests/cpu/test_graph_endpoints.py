@@ -9,7 +9,7 @@ import logging
 import threading
 from pathlib import Path
 
-import httpx
+import httpx2
 import openai
 import pytest
 from fixtures.graph.fake_openai import (
@@ -25,10 +25,10 @@ from fixtures.graph.recorded_evaluator import EvaluationLog, SimulatedCrash, rec
 from fixtures.graph.scenario import PROBLEM
 
 from kernelblaster.graph import api
-from kernelblaster.graph.agents import AgentFailed, Question
+from kernelblaster.graph.agents import AgentFailed, Answer, Question
 from kernelblaster.graph.context import Role, RunContext
 from kernelblaster.graph.endpoint import RetryPolicy
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.services import RunResources, Services
 from kernelblaster.nodes.kernels import SoftVerdict
 from kernelblaster.tools.errors import UserFacingError
 
@@ -81,8 +81,8 @@ def test_a_rate_limited_request_waits_as_long_as_retry_after_asks(tmp_path: Path
 
 
 def _rate_limited(headers: dict[str, str]) -> openai.RateLimitError:
-    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
-    return openai.RateLimitError("slow down", response=httpx.Response(429, headers=headers, request=request),
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    return openai.RateLimitError("slow down", response=httpx2.Response(429, headers=headers, request=request),
                                  body=None)
 
 
@@ -98,8 +98,8 @@ def test_without_retry_after_the_wait_doubles_up_to_the_longest_wait() -> None:
     assert 0.375 <= waits[0] <= 0.5 and 1.5 <= waits[2] <= 2.0 and waits[4] <= 3.0
 
 
-def _ask_through(server: FakeOpenAI, tmp_path: Path, **settings: object) -> object:
-    context = RunContext(base_url=server.base_url, run_dir=str(tmp_path / "run"), **settings)
+def _ask_through(server: FakeOpenAI, tmp_path: Path, *, llm_retries: int) -> Answer[SoftVerdict]:
+    context = RunContext(base_url=server.base_url, run_dir=str(tmp_path / "run"), llm_retries=llm_retries)
     resources = Services().for_run(context, str(PROBLEM), str(tmp_path / "run"))
     return resources.ask(_verdict_question("q"))
 
@@ -183,11 +183,12 @@ def _verdict_question(key: str, role: Role = "soft_verifier") -> Question[SoftVe
 
 def test_requests_in_flight_never_exceed_the_endpoint_limit_across_runs_and_roles(tmp_path: Path) -> None:
     with FakeOpenAI(kernelblaster_roles, latency_s=0.3) as server:
-        asks = []
+        asks: list[tuple[RunResources, Role]] = []
+        roles: tuple[Role, ...] = ("soft_verifier", "state_extractor")
         for run in ("first", "second"):
             context = RunContext(base_url=server.base_url, max_concurrent_requests=2, run_dir=str(tmp_path / run))
             resources = Services().for_run(context, str(PROBLEM), str(tmp_path / run))
-            asks += [(resources, role) for role in ("soft_verifier", "state_extractor")]
+            asks += [(resources, role) for role in roles]
         threads = [threading.Thread(target=resources.ask, args=(_verdict_question(f"q{n}", role),))
                    for n, (resources, role) in enumerate(asks * 2)]
         for thread in threads:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -33,6 +34,16 @@ class _Busy:
                 self.running[gpu] -= 1
 
 
+def _noting(made: list[int]) -> Callable[[int], int]:
+    """A worker factory noting each GPU it makes a worker for; the worker is the GPU's index."""
+
+    def make(gpu: int) -> int:
+        made.append(gpu)
+        return gpu
+
+    return make
+
+
 def _run_jobs(pool: GpuPool[int], jobs: int) -> _Busy:
     busy = _Busy()
     with ThreadPoolExecutor(max_workers=jobs) as executor:
@@ -53,14 +64,14 @@ def test_two_gpus_share_the_jobs_one_at_a_time_each() -> None:
 
 def test_each_gpus_worker_is_made_once_on_first_use() -> None:
     made: list[int] = []
-    pool = GpuPool([3, 5], make_worker=lambda gpu: made.append(gpu) or gpu)
+    pool = GpuPool([3, 5], make_worker=_noting(made))
     _run_jobs(pool, jobs=8)
     assert sorted(made) == [3, 5]
 
 
 def test_work_without_a_gpu_reuses_an_existing_worker() -> None:
     made: list[int] = []
-    pool = GpuPool([0], make_worker=lambda gpu: made.append(gpu) or gpu)
+    pool = GpuPool([0], make_worker=_noting(made))
     assert pool.any_worker() == 0 and pool.any_worker() == 0
     assert made == [0]
 

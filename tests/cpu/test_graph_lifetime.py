@@ -16,6 +16,7 @@ from fixtures.graph.scenario import (
     applies_first_offered,
     chat_models,
     initial_kernel,
+    run_dir_of,
     run_graph,
     services_for,
     small_context,
@@ -58,7 +59,7 @@ def test_a_run_that_fails_in_a_node_gives_them_back_and_gets_new_ones_when_resum
     assert _all_given_back(log)
     made_before = len(log.made)
 
-    outcome = api.resume(context.run_dir, services=services_for(_two_step_models(), log))
+    outcome = api.resume(run_dir_of(context), services=services_for(_two_step_models(), log))
 
     assert outcome.status == "finished"
     assert len(log.made) > made_before and _all_given_back(log)
@@ -80,7 +81,7 @@ def test_a_run_whose_progress_is_no_longer_read_gives_them_back(tmp_path: Path) 
     assert next(progress).note.node == "setup"
     progress.close()  # a suite's wall-time budget, a display that went away
     assert _all_given_back(log)
-    assert api.resume(context.run_dir, services=services_for(_two_step_models(), log)).status == "finished"
+    assert api.resume(run_dir_of(context), services=services_for(_two_step_models(), log)).status == "finished"
 
 
 def test_runs_sharing_services_give_back_only_their_own(tmp_path: Path) -> None:

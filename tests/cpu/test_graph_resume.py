@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
+import httpx2
 import openai
 import pytest
 from fixtures.graph.recorded_evaluator import EvaluationLog, SimulatedCrash
@@ -15,9 +15,11 @@ from fixtures.graph.scenario import (
     applies_first_offered,
     chat_models,
     initial_kernel,
+    run_dir_of,
     services_for,
     small_context,
 )
+from fixtures.kb.lookup import optimization_of
 
 from kernelblaster.graph import api
 from kernelblaster.kb.edits import AddLesson
@@ -33,7 +35,7 @@ class KilledAfterWrite(Exception):
 
 def _kill_once_after(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
     real = getattr(KnowledgeBase, method)
-    calls = []
+    calls: list[str] = []
 
     def write_then_die(self: KnowledgeBase, *args: object) -> object:
         result = real(self, *args)
@@ -55,9 +57,9 @@ def test_resume_after_a_crash_continues_without_redoing_finished_steps(tmp_path:
     context = small_context(tmp_path)
     with pytest.raises(SimulatedCrash):
         api.optimize(PROBLEM, context, services=services_for(models, log))
-    assert api.Run.open(context.run_dir, services_for(models, log)).outcome().status == "stopped"
+    assert api.Run.open(run_dir_of(context), services_for(models, log)).outcome().status == "stopped"
 
-    outcome = api.resume(context.run_dir, services=services_for(models, log))
+    outcome = api.resume(run_dir_of(context), services=services_for(models, log))
 
     assert outcome.status == "finished" and outcome.best_source is not None
     assert log.labels("measure") == ["initial-a0", "i0-t0-s0-a0", "i0-t0-s1-a0", "i0-t0-s1-a0"]
@@ -72,7 +74,7 @@ def test_a_step_resumed_half_way_keeps_its_attempts_and_does_not_ask_again(tmp_p
     with pytest.raises(SimulatedCrash):
         api.optimize(PROBLEM, context, services=services_for(models, log))
 
-    outcome = api.resume(context.run_dir, services=services_for(models, log))
+    outcome = api.resume(run_dir_of(context), services=services_for(models, log))
 
     (step,) = json.loads((tmp_path / "run" / "report.json").read_text())["steps"]
     assert outcome.status == "finished"
@@ -88,7 +90,7 @@ def test_a_step_recorded_in_the_kb_just_before_a_crash_is_counted_once(tmp_path:
     with pytest.raises(KilledAfterWrite):
         api.optimize(PROBLEM, context, services=services_for(models, EvaluationLog()))
 
-    outcome = api.resume(context.run_dir, services=services_for(models, EvaluationLog()))
+    outcome = api.resume(run_dir_of(context), services=services_for(models, EvaluationLog()))
 
     assert outcome.status == "finished"
     stats = [opt.stats for opt in _kb(tmp_path).document.states["memory_bandwidth_bound"].optimizations
@@ -108,9 +110,9 @@ def test_learning_edits_applied_just_before_a_crash_are_not_applied_or_asked_for
     with pytest.raises(KilledAfterWrite):
         api.optimize(PROBLEM, context, services=services_for(models, EvaluationLog()))
 
-    api.resume(context.run_dir, services=services_for(models, EvaluationLog()))
+    api.resume(run_dir_of(context), services=services_for(models, EvaluationLog()))
 
-    lessons = _kb(tmp_path).document.states["memory_bandwidth_bound"].optimization("vectorized_access").lessons
+    lessons = optimization_of(_kb(tmp_path).document.states["memory_bandwidth_bound"], "vectorized_access").lessons
     assert lessons.count(lesson.lesson) == 1
     assert len(models["parameter_update"].prompts) == 1
 
@@ -122,22 +124,22 @@ def test_resuming_a_finished_run_changes_nothing(tmp_path: Path) -> None:
     first = api.optimize(PROBLEM, context, services=services_for(models, log))
     calls = list(log.calls)
 
-    again = api.resume(context.run_dir, services=services_for(models, log))
+    again = api.resume(run_dir_of(context), services=services_for(models, log))
 
     assert again == first
     assert log.calls == calls
 
 
 def test_a_rejected_endpoint_stops_the_run_which_resumes_once_it_is_fixed(tmp_path: Path) -> None:
-    refused = openai.AuthenticationError("invalid api key", response=httpx.Response(
-        401, request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")), body=None)
+    refused = openai.AuthenticationError("invalid api key", response=httpx2.Response(
+        401, request=httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")), body=None)
     context = small_context(tmp_path, depth=1)
     with pytest.raises(UserFacingError, match="refused"):
         api.optimize(PROBLEM, context, services=services_for(chat_models([refused]), EvaluationLog()))
     log = EvaluationLog()
 
     fixed = chat_models([initial_kernel(), applies_first_offered("ok 0.5")])
-    outcome = api.resume(context.run_dir, services=services_for(fixed, log))
+    outcome = api.resume(run_dir_of(context), services=services_for(fixed, log))
 
     assert outcome.best_source is not None
     assert log.labels("baseline") == []

@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _request(url: str, body: dict | None = None) -> object:
+def _request(url: str, body: dict[str, object] | None = None) -> Any:
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as response:

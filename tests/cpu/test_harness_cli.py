@@ -21,7 +21,7 @@ import torch
 from kernelblaster.graph.cli import main
 from kernelblaster.harness.build import check_libraries_installed
 from kernelblaster.harness.cli import exit_status
-from kernelblaster.harness.result import EvalResult
+from kernelblaster.harness.result import EvalResult, Verdict
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.sandbox import Sandbox
 
@@ -67,25 +67,26 @@ def eval_report(cache_dir: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def eval_json(cache_dir: Path, eval_report) -> subprocess.CompletedProcess[str]:
+def eval_json(cache_dir: Path, eval_report: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
     return kernelblaster("eval", PROBLEM, NAIVE, "--json", cache_dir=cache_dir)
 
 
 @needs_nvcc
-def test_eval_compiles_and_reports_verdict_no_gpu(eval_report) -> None:
+def test_eval_compiles_and_reports_verdict_no_gpu(eval_report: subprocess.CompletedProcess[str]) -> None:
     assert eval_report.stdout.startswith("verdict: no_gpu")
     assert "PASS compile" in eval_report.stdout
     assert "swish_scale_naive" in eval_report.stdout  # the kernel's resource usage
 
 
 @needs_nvcc
-def test_eval_without_a_gpu_exits_with_status_5_and_a_one_line_explanation(eval_report) -> None:
+def test_eval_without_a_gpu_exits_with_status_5_and_a_one_line_explanation(
+        eval_report: subprocess.CompletedProcess[str]) -> None:
     assert eval_report.returncode == 5
     assert_one_line_error(eval_report.stderr, "no_gpu", "no CUDA GPU")
 
 
 @needs_nvcc
-def test_eval_json_prints_one_object_with_the_result_fields(eval_json) -> None:
+def test_eval_json_prints_one_object_with_the_result_fields(eval_json: subprocess.CompletedProcess[str]) -> None:
     result = json.loads(eval_json.stdout)  # the whole of stdout is one JSON value
     assert {"verdict", "compiled", "compile_log", "checks", "timing", "speedup", "profile", "roofline",
             "source_sha256"} <= result.keys()
@@ -162,7 +163,7 @@ def test_baseline_without_a_gpu_is_a_one_line_error(capsys: pytest.CaptureFixtur
     [("ok", 0), ("incorrect", 1), ("compile_error", 1), ("suspicious", 1), ("crash", 1), ("timeout", 1),
      ("forged_result", 1), ("sandbox_violation", 1), ("harness_error", 3), ("too_large", 4), ("no_gpu", 5)],
 )
-def test_eval_exit_status_says_whether_the_candidate_or_something_else_failed(verdict: str, status: int) -> None:
+def test_eval_exit_status_says_whether_the_candidate_or_something_else_failed(verdict: Verdict, status: int) -> None:
     result = EvalResult(verdict=verdict, summary="", problem="p.py", problem_sha256="0", candidate="c.cu",
                         source_sha256="0", arch="sm_90", precision="strict", compiled=True)
     assert exit_status(result) == status

@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from kernelblaster.harness.header import c_identifier, generate_header
 from kernelblaster.harness.problem import instantiate, load_problem
-from kernelblaster.harness.spec import ConstantSpec, ProblemSpec, TensorSpec, derive_spec
+from kernelblaster.harness.spec import ConstantSpec, ConstantValue, ProblemSpec, TensorSpec, derive_spec
 
 PROBLEMS = Path(__file__).resolve().parents[1] / "fixtures" / "problems"
 DRIVER_DIR = Path(__file__).resolve().parents[2] / "harness" / "driver"
@@ -26,11 +28,12 @@ def tensor(name: str, shape: list[int], dtype: str = "float32") -> TensorSpec:
     return TensorSpec(name=name, origin=f"test tensor '{name}'", dtype=dtype, shape=shape, strides=strides)
 
 
-def constant(name: str, value: object, kind: str = "init") -> ConstantSpec:
+def constant(name: str, value: ConstantValue | None, kind: Literal["forward", "init"] = "init") -> ConstantSpec:
     return ConstantSpec(name=name, origin=f"test constant '{name}'", kind=kind, value=value, text=repr(value))
 
 
-def spec_of(inputs=(), params=(), outputs=(), constants=()) -> ProblemSpec:
+def spec_of(inputs: Sequence[TensorSpec] = (), params: Sequence[TensorSpec] = (), outputs: Sequence[TensorSpec] = (),
+            constants: Sequence[ConstantSpec] = ()) -> ProblemSpec:
     return ProblemSpec(problem_name="header_test", problem_sha256="ab" * 32, inputs=list(inputs),
                        params=list(params), outputs=list(outputs), constants=list(constants),
                        output_is_tuple=len(outputs) > 1)
@@ -131,6 +134,7 @@ def compile_candidate(header: str, body: str, workdir: Path) -> subprocess.Compl
     (workdir / "kb_problem.h").write_text(header)
     source = workdir / "candidate.cu"
     source.write_text('#include "kb_problem.h"\n' + body + "\n" + KB_FORWARD)
+    assert NVCC is not None, "the test is marked needs_nvcc"
     return subprocess.run(
         [NVCC, "-c", "-std=c++17", "-arch=sm_90", f"-I{workdir}", f"-I{DRIVER_DIR}", str(source),
          "-o", str(workdir / "candidate.o")],

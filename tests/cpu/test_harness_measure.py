@@ -112,9 +112,12 @@ PEAKS = GpuPeaks(gpu_name="Test GPU", bandwidth_gbs=1000.0, fp32_tflops=50.0, tf
 def spec_moving(total_bytes: int) -> ProblemSpec:
     """A spec whose compulsory traffic is `total_bytes` (one float32 input and an output of the same size)."""
     numel = total_bytes // 8
-    tensor = {"origin": "test", "dtype": "float32", "shape": [numel], "strides": [1]}
-    return ProblemSpec(problem_name="t", problem_sha256="0" * 64, inputs=[TensorSpec(name="x", **tensor)],
-                       params=[], outputs=[TensorSpec(name="out", **tensor)], constants=[], output_is_tuple=False)
+
+    def tensor(name: str) -> TensorSpec:
+        return TensorSpec(name=name, origin="test", dtype="float32", shape=[numel], strides=[1])
+
+    return ProblemSpec(problem_name="t", problem_sha256="0" * 64, inputs=[tensor("x")], params=[],
+                       outputs=[tensor("out")], constants=[], output_is_tuple=False)
 
 
 def test_a_memory_bound_floor_is_bytes_over_bandwidth_with_headroom() -> None:

@@ -6,11 +6,13 @@ inputs rounded (or truncated, as some tensor-core paths do) to TF32, products su
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import torch
 
 from kernelblaster.harness.compare import compare_output
-from kernelblaster.harness.precision import PRECISION_POLICIES, tolerance_for, torch_precision
+from kernelblaster.harness.precision import PRECISION_POLICIES, PrecisionPolicy, tolerance_for, torch_precision
 
 
 def to_tf32(tensor: torch.Tensor, truncate: bool = False) -> torch.Tensor:
@@ -20,8 +22,11 @@ def to_tf32(tensor: torch.Tensor, truncate: bool = False) -> torch.Tensor:
     return (bits & ~0x1FFF).view(torch.float32)
 
 
+Gemm = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
 @pytest.fixture(scope="module")
-def gemm() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def gemm() -> Gemm:
     """(a, b, fp32-exact reference) for a 1024 x 256 x 1024 product: a million outputs."""
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(1024, 256, generator=generator)
@@ -33,14 +38,14 @@ def tf32_product(a: torch.Tensor, b: torch.Tensor, truncate: bool) -> torch.Tens
     return (to_tf32(a, truncate).double() @ to_tf32(b, truncate).double()).float()
 
 
-def test_an_fp32_gemm_passes_strict(gemm) -> None:
+def test_an_fp32_gemm_passes_strict(gemm: Gemm) -> None:
     a, b, reference = gemm
     result = compare_output(a @ b, reference, tolerance_for(torch.float32, "strict"), "out")
     assert result.passed, result.detail
 
 
 @pytest.mark.parametrize("truncate", [False, True], ids=["rounded", "truncated"])
-def test_a_tf32_gemm_fails_strict(gemm, truncate: bool) -> None:
+def test_a_tf32_gemm_fails_strict(gemm: Gemm, truncate: bool) -> None:
     a, b, reference = gemm
     result = compare_output(tf32_product(a, b, truncate), reference, tolerance_for(torch.float32, "strict"), "out")
     assert not result.passed
@@ -49,7 +54,7 @@ def test_a_tf32_gemm_fails_strict(gemm, truncate: bool) -> None:
 
 @pytest.mark.parametrize("policy", ["tf32", "fp16"])
 @pytest.mark.parametrize("truncate", [False, True], ids=["rounded", "truncated"])
-def test_a_tf32_gemm_passes_the_policies_that_allow_it(gemm, truncate: bool, policy: str) -> None:
+def test_a_tf32_gemm_passes_the_policies_that_allow_it(gemm: Gemm, truncate: bool, policy: PrecisionPolicy) -> None:
     a, b, reference = gemm
     result = compare_output(tf32_product(a, b, truncate), reference, tolerance_for(torch.float32, policy), "out")
     assert result.passed, result.detail
@@ -62,7 +67,7 @@ def test_strict_is_tighter_than_tf32_which_is_no_looser_than_fp16() -> None:
     assert strict.atol_scale < tf32.atol_scale <= fp16.atol_scale
 
 
-def test_a_gross_error_fails_even_the_loosest_policy(gemm) -> None:
+def test_a_gross_error_fails_even_the_loosest_policy(gemm: Gemm) -> None:
     reference = gemm[2]
     output = reference.clone()
     output[10, 10] += 0.1 * reference.abs().max()
@@ -71,7 +76,7 @@ def test_a_gross_error_fails_even_the_loosest_policy(gemm) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool, torch.uint8])
 @pytest.mark.parametrize("policy", PRECISION_POLICIES)
-def test_integer_and_bool_outputs_are_exact_under_every_policy(dtype: torch.dtype, policy: str) -> None:
+def test_integer_and_bool_outputs_are_exact_under_every_policy(dtype: torch.dtype, policy: PrecisionPolicy) -> None:
     assert tolerance_for(dtype, policy).exact
 
 
@@ -86,7 +91,7 @@ def tf32_flags() -> tuple[bool, bool]:
 
 
 @pytest.fixture
-def restore_tf32_flags():
+def restore_tf32_flags() -> Iterator[None]:
     saved = tf32_flags()
     yield
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
@@ -96,7 +101,7 @@ def restore_tf32_flags():
                                                 ("pytorch-default", (False, True))])
 @pytest.mark.parametrize("before", [(False, False), (True, True), (True, False)])
 def test_torch_precision_sets_tf32_for_the_block_and_restores_it(
-    restore_tf32_flags, policy: str, inside: tuple[bool, bool], before: tuple[bool, bool]
+    restore_tf32_flags: None, policy: PrecisionPolicy, inside: tuple[bool, bool], before: tuple[bool, bool]
 ) -> None:
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
     with torch_precision(policy):
@@ -104,7 +109,7 @@ def test_torch_precision_sets_tf32_for_the_block_and_restores_it(
     assert tf32_flags() == before
 
 
-def test_torch_precision_restores_the_flags_after_an_exception(restore_tf32_flags) -> None:
+def test_torch_precision_restores_the_flags_after_an_exception(restore_tf32_flags: None) -> None:
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True
     with pytest.raises(RuntimeError, match="inside"), torch_precision("tf32"):
         raise RuntimeError("inside")

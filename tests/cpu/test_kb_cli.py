@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.kb.lookup import optimization_of
 
 from kernelblaster.graph.cli import main
 from kernelblaster.kb.edits import Deprecate
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent
 from kernelblaster.kb.paths import backup_path_for
+from kernelblaster.kb.schema import OutcomeStatus
 from kernelblaster.kb.store import KnowledgeBase
 
 
@@ -100,7 +102,7 @@ def test_diff_shows_what_an_outcome_changed(capsys: pytest.CaptureFixture[str], 
             event_id=EventId(run_id="run-1", iteration=0, trajectory=0, step=0),
             state_id="compute_bound_fp32",
             technique="register_tiling",
-            status="measured",
+            status=OutcomeStatus.MEASURED,
             speedup=1.25,
         )
     )
@@ -161,7 +163,7 @@ def _learn_over_two_iterations(kb_path: Path) -> KnowledgeBase:
     for step in range(3):
         kb.record_outcome(OutcomeEvent(event_id=EventId(run_id="run-1", iteration=0, trajectory=0, step=step),
                                        state_id="compute_bound_fp32", technique="register_tiling",
-                                       status="measured", speedup=1.25))
+                                       status=OutcomeStatus.MEASURED, speedup=1.25))
         if step < 2:
             kb.write_snapshot("run-1", step)
     return kb
@@ -169,7 +171,7 @@ def _learn_over_two_iterations(kb_path: Path) -> KnowledgeBase:
 
 def _attempts(kb_path: Path) -> int:
     document = KnowledgeBase.load(kb_path).document
-    return document.states["compute_bound_fp32"].optimization("register_tiling").stats.attempts
+    return optimization_of(document.states["compute_bound_fp32"], "register_tiling").stats.attempts
 
 
 def test_restore_lists_the_snapshots_kept_numbering_iterations_as_reports_do(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.kb.learned import START, run_events, seed_document
+from fixtures.kb.lookup import optimization_of
 from pydantic import ValidationError
 
 from kernelblaster.kb.codec import encode
@@ -29,7 +30,7 @@ def measured(run_id: str, iteration: int, trajectory: int, step: int) -> Outcome
 
 
 def attempts(document: KBDocument) -> int:
-    return document.states["memory_bandwidth_bound"].optimization("kernel_fusion").stats.attempts
+    return optimization_of(document.states["memory_bandwidth_bound"], "kernel_fusion").stats.attempts
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from fixtures.kb.lookup import optimization_of
 from pydantic import ValidationError
 
 from kernelblaster.kb.codec import decode
@@ -22,7 +23,7 @@ from kernelblaster.kb.edits import (
 from kernelblaster.kb.errors import KBLookupError
 from kernelblaster.kb.outcomes import EventId, OutcomeChoice, OutcomeEvent, apply_outcome
 from kernelblaster.kb.paths import seed_kb_bytes
-from kernelblaster.kb.schema import MAX_LESSONS, KBDocument, OutcomeStats, OutcomeStatus, PerformanceState
+from kernelblaster.kb.schema import MAX_LESSONS, Category, KBDocument, OutcomeStats, OutcomeStatus, PerformanceState
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 MEMORY = "memory_bandwidth_bound"
@@ -51,7 +52,7 @@ def event(
 
 
 def stats(document: KBDocument, technique: str = "kernel_fusion", state: str = MEMORY) -> OutcomeStats:
-    return document.resolve_state(state).optimization(technique).stats
+    return optimization_of(document.resolve_state(state), technique).stats
 
 
 def test_measured_outcome_updates_the_optimization(document: KBDocument) -> None:
@@ -125,7 +126,7 @@ def test_each_valid_edit_kind_applies(document: KBDocument) -> None:
                 state_id=MEMORY,
                 technique="warp_specialization",
                 prior_speedup=1.2,
-                category="parallelism",
+                category=Category.PARALLELISM,
                 description="Split warps into producers and consumers of shared tiles.",
             ),
             SetPrior(state_id=MEMORY, technique="kernel_fusion", prior_speedup=1.9),
@@ -137,7 +138,7 @@ def test_each_valid_edit_kind_applies(document: KBDocument) -> None:
     )
     assert [result.reason for result in results if not result.applied] == []
     assert document.techniques["warp_specialization"].category == "parallelism"
-    assert document.states[MEMORY].optimization("kernel_fusion").prior_speedup == 1.9
+    assert optimization_of(document.states[MEMORY], "kernel_fusion").prior_speedup == 1.9
 
 
 def test_edit_naming_a_missing_state_is_rejected_with_a_reason(document: KBDocument) -> None:
@@ -162,7 +163,7 @@ def test_raw_edit_breaking_a_bound_is_rejected_with_its_location(document: KBDoc
     [result] = apply_edits(document, [raw])
     assert not result.applied
     assert "set_prior.prior_speedup" in result.reason
-    assert document.states[MEMORY].optimization("kernel_fusion").prior_speedup == 1.6
+    assert optimization_of(document.states[MEMORY], "kernel_fusion").prior_speedup == 1.6
 
 
 def test_raw_edit_of_unknown_kind_is_rejected(document: KBDocument) -> None:
@@ -186,16 +187,17 @@ def test_rejected_edit_does_not_stop_the_valid_ones(document: KBDocument) -> Non
 def test_lessons_keep_only_the_newest(document: KBDocument) -> None:
     lessons = [f"Lesson number {n} about fusion." for n in range(MAX_LESSONS + 2)]
     apply_edits(document, [AddLesson(state_id=MEMORY, technique="kernel_fusion", lesson=text) for text in lessons])
-    assert document.states[MEMORY].optimization("kernel_fusion").lessons == lessons[-MAX_LESSONS:]
+    assert optimization_of(document.states[MEMORY], "kernel_fusion").lessons == lessons[-MAX_LESSONS:]
 
 
 def test_merged_state_adds_up_evidence_and_its_id_still_resolves(document: KBDocument) -> None:
     apply_outcome(document, event(0), NOW)
     duplicate = "reduction_sync_bound"
-    document.states[duplicate].optimization("kernel_fusion").stats = stats(document)
+    optimization_of(document.states[duplicate], "kernel_fusion").stats = stats(document)
     apply_edits(document, [MergeStates(keep=MEMORY, merge=duplicate)])
     assert duplicate not in document.states
-    assert document.resolve_state(duplicate).id == MEMORY
+    merged_into = document.resolve_state(duplicate)
+    assert merged_into is not None and merged_into.id == MEMORY
     assert stats(document).measured == 2
     assert document.states[MEMORY].optimization("warp_shuffle_reduction") is not None
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.kb.lookup import optimization_of, transition_of
 from pydantic import TypeAdapter
 
 from kernelblaster.kb.codec import encode
@@ -38,7 +39,7 @@ def test_v0_original_is_kept_byte_for_byte_beside_the_kb(v0_path: Path) -> None:
 
 
 def test_v0_speedup_lists_become_counts_and_a_geometric_mean(v0_path: Path) -> None:
-    stats = KnowledgeBase.load(v0_path).document.states["bandwidth"].optimization("vector_loads").stats
+    stats = optimization_of(KnowledgeBase.load(v0_path).document.states["bandwidth"], "vector_loads").stats
     assert (stats.attempts, stats.verify_failures, stats.measured, stats.wins) == (4, 1, 3, 2)
     assert stats.geomean_speedup == pytest.approx((1.21 * 1.44 * 0.9) ** (1 / 3))
     assert stats.best_speedup == pytest.approx(1.44)
@@ -104,10 +105,10 @@ def test_v1_statistics_are_carried_over_exactly(v1_path: Path) -> None:
     old = v1_records()
     for state_id, state in old["states"].items():
         for optimization in state["optimizations"]:
-            stats = document.states[state_id].optimization(optimization["technique"]).stats
+            stats = optimization_of(document.states[state_id], optimization["technique"]).stats
             assert stats == V1_STATS.validate_python(optimization.get("stats", {})), optimization["technique"]
     for transition in old["transitions"]:
-        assert document.transition(transition["before"], transition["after"]).stats == V1_STATS.validate_python(
+        assert transition_of(document, transition["before"], transition["after"]).stats == V1_STATS.validate_python(
             transition["stats"]
         )
 

@@ -89,7 +89,8 @@ def test_technique_without_policies_is_valid_under_every_policy() -> None:
 @pytest.mark.parametrize("policies", [[], ["strict", "strict"], ["fp8"]])
 def test_technique_policy_list_must_be_non_empty_distinct_known_names(policies: list[str]) -> None:
     with pytest.raises(ValidationError):
-        Technique(category=Category.COMPUTE, description="Use tensor cores somehow.", precision_policies=policies)
+        Technique.model_validate({"category": Category.COMPUTE, "description": "Use tensor cores somehow.",
+                                  "precision_policies": policies})
 
 
 def test_technique_naming_a_snippet_that_is_not_shipped_is_invalid() -> None:

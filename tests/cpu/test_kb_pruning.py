@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.kb.learned import START, seed_document
+from fixtures.kb.lookup import optimization_of
 
 from kernelblaster.kb.edits import Deprecate, MergeStates, apply_edits
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent, apply_outcome
@@ -61,7 +62,7 @@ def test_an_optimization_still_offered_is_kept_however_often_it_failed(document:
     for step in range(20):
         outcome(document, step, "kernel_fusion")
     assert prune(document).removed == []
-    assert document.states[MEMORY].optimization("kernel_fusion").stats.compile_failures == 20
+    assert optimization_of(document.states[MEMORY], "kernel_fusion").stats.compile_failures == 20
 
 
 def test_a_retired_state_without_a_win_is_removed(document: KBDocument) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from datetime import UTC, datetime
+from typing import TypedDict, Unpack
 
 import pytest
 
@@ -51,7 +53,14 @@ def select(state: PerformanceState, k: int, rng_seed: int) -> list[SelectedOptim
     return select_optimizations(state, k, rng_seed=rng_seed, techniques=catalogue(state), precision="strict")
 
 
-def first_picks(state: PerformanceState, draws: int = DRAWS, **options: object) -> Counter[str]:
+class PickOptions(TypedDict, total=False):
+    transitions: Collection[Transition]
+    previous_technique: str
+    exclude: Collection[str]
+    policy: SelectionPolicy
+
+
+def first_picks(state: PerformanceState, draws: int = DRAWS, **options: Unpack[PickOptions]) -> Counter[str]:
     techniques = catalogue(state)
     return Counter(
         select_optimizations(state, 1, rng_seed=seed, techniques=techniques, precision="strict", **options)[0].technique

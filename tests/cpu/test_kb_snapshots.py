@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from fixtures.kb.lookup import optimization_of
 
 from kernelblaster.kb.codec import encode
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent
@@ -26,7 +27,7 @@ def learn(kb: KnowledgeBase, run_id: str, iteration: int) -> None:
 
 
 def attempts(kb: KnowledgeBase) -> int:
-    return kb.document.states[STATE].optimization(TECHNIQUE).stats.attempts
+    return optimization_of(kb.document.states[STATE], TECHNIQUE).stats.attempts
 
 
 def run(kb: KnowledgeBase, run_id: str, iterations: int, policy: SnapshotPolicy = DEFAULT_POLICY) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from manifests import load_manifest
+from gpu import snippet_cases as cases
 
 from kernelblaster.harness.analysis import spec_for_problem
 from kernelblaster.harness.header import generate_header
@@ -38,8 +38,6 @@ EXAMPLE_PROBLEMS = REPO_ROOT / "examples" / "problems"
 # fits the KB slice's budget (1,500 tokens by default, about 500 of them for the rest of the slice).
 MAX_SNIPPET_TOKENS = 1200
 
-
-cases = load_manifest("gpu/snippet_cases.py")
 CASES = [pytest.param(case, id=case.id) for case in cases.SNIPPET_CASES]
 
 

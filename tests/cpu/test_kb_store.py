@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures.kb.lookup import optimization_of
 
 from kernelblaster.kb.codec import decode, encode
 from kernelblaster.kb.errors import KBFileError
@@ -35,7 +36,7 @@ def measured(run_id: str, step: int, speedup: float = 1.3) -> OutcomeEvent:
 
 
 def attempts(kb: KnowledgeBase) -> int:
-    return kb.document.states[STATE].optimization(TECHNIQUE).stats.attempts
+    return optimization_of(kb.document.states[STATE], TECHNIQUE).stats.attempts
 
 
 def test_first_use_installs_the_shipped_seed_in_the_current_schema(tmp_path: Path) -> None:
@@ -127,7 +128,7 @@ def test_two_writer_processes_lose_no_update(tmp_path: Path) -> None:
     ]
     assert [writer.wait(timeout=120) for writer in writers] == [0, 0]
     document = KnowledgeBase.load(path).document
-    assert document.states[STATE].optimization(TECHNIQUE).stats.attempts == 60
+    assert optimization_of(document.states[STATE], TECHNIQUE).stats.attempts == 60
     all_thirty_steps = [[(1 << 30) - 1]]
     assert document.applied_steps == {"left": all_thirty_steps, "right": all_thirty_steps}
 

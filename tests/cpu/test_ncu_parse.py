@@ -45,12 +45,17 @@ def test_launch_configuration_of_each_kernel(report: NcuReport) -> None:
     assert scale.compute_capability == "9.0"
 
 
+def _number(text: str) -> float:
+    value = parse_number(text)
+    assert value is not None, f"{text!r} is a number on the raw page"
+    return value
+
+
 def test_registers_and_shared_memory_match_the_raw_page(report: NcuReport, raw_metrics: list[dict[str, str]]) -> None:
     for kernel, raw in zip(report.kernels, raw_metrics, strict=True):
         assert kernel.registers_per_thread == int(raw["launch__registers_per_thread"])
         # static + dynamic is the raw page's per-block figure without the driver's reserved share
-        expected = parse_number(raw["launch__shared_mem_per_block"]) - parse_number(
-            raw["launch__shared_mem_per_block_driver"])
+        expected = _number(raw["launch__shared_mem_per_block"]) - _number(raw["launch__shared_mem_per_block_driver"])
         assert kernel.shared_memory_bytes == expected
     assert [k.shared_memory_bytes for k in report.kernels] == [0, 1024]
 
@@ -112,7 +117,7 @@ def test_rule_findings_carry_type_and_speedup(report: NcuReport) -> None:
     assert [r.type for r in cpi] == ["WRN", "OPT", "INF"]
     opt = cpi[1]
     assert opt.section == "WarpStateStats"
-    assert (opt.estimated_speedup_type, opt.estimated_speedup) == ("global", pytest.approx(51.85))
+    assert opt.estimated_speedup_type == "global" and opt.estimated_speedup == pytest.approx(51.85)
     assert opt.description.startswith("On average, each warp of this workload spends 49.4 cycles")
 
 

@@ -15,8 +15,11 @@ from fixtures.graph.scenario import (
     services_for,
     small_context,
 )
-from fixtures.graph.scripted_chat import connection_error
+from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, connection_error
+from fixtures.kb.lookup import optimization_of
 
+from kernelblaster.graph.context import Role
+from kernelblaster.graph.state import LearningNote, LearningStage
 from kernelblaster.kb.edits import AddLesson, SetPrior
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.nodes.parameter_update import KBUpdate
@@ -25,7 +28,8 @@ LESSON = AddLesson(state_id="memory_bandwidth_bound", technique="vectorized_acce
                    lesson="float4 loads need a scalar tail when the size is not a multiple of four")
 
 
-def _learn(tmp_path: Path, **roles) -> tuple[dict, dict]:
+def _learn(tmp_path: Path,
+           **roles: Reply | list[Reply]) -> tuple[dict[LearningStage, LearningNote], dict[Role, ScriptedChatModel]]:
     models = chat_models([initial_kernel(), applies_first_offered("ok 0.5")], **roles)
     finished = run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=1))
     return {note.stage: note for note in finished.state["learning"]}, models
@@ -46,11 +50,13 @@ def test_the_gap_analysis_sees_the_policy_evaluation_and_the_profiles(tmp_path: 
 def test_learning_edits_are_applied_and_rejected_ones_kept_with_their_reason(tmp_path: Path) -> None:
     wrong_state = SetPrior(state_id="no_such_state", technique="vectorized_access", prior_speedup=1.4)
     notes, _ = _learn(tmp_path, parameter_update=KBUpdate(edits=[LESSON, wrong_state], rationale="evidence"))
-    lessons = KnowledgeBase.load(tmp_path / "kb" / "kb.json").document.states[LESSON.state_id].optimization(
-        LESSON.technique).lessons
+    document = KnowledgeBase.load(tmp_path / "kb" / "kb.json").document
+    lessons = optimization_of(document.states[LESSON.state_id], LESSON.technique).lessons
     assert LESSON.lesson in lessons
     assert notes["parameter_update"].summary.startswith("1 of 2 edits applied; rejected set_prior: no state")
-    saved = json.loads((tmp_path / "run" / notes["parameter_update"].path).read_text())
+    saved_path = notes["parameter_update"].path
+    assert saved_path is not None
+    saved = json.loads((tmp_path / "run" / saved_path).read_text())
     assert [result["applied"] for result in saved["results"]] == [True, False]
 
 

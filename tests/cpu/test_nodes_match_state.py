@@ -13,8 +13,9 @@ from fixtures.graph.scenario import (
     services_for,
     small_context,
 )
-from fixtures.graph.scripted_chat import connection_error
+from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, connection_error
 
+from kernelblaster.graph.context import Role
 from kernelblaster.graph.state import StepRecord
 from kernelblaster.kb.schema import Category
 from kernelblaster.kb.store import KnowledgeBase
@@ -30,7 +31,8 @@ DISCOVERY = MatchDecision(state_id=None, reason="tensor pipes and barriers domin
                           ]))
 
 
-def _first_step(tmp_path: Path, lowering: list, **roles) -> tuple[StepRecord, dict]:
+def _first_step(tmp_path: Path, lowering: list[Reply],
+                **roles: Reply | list[Reply]) -> tuple[StepRecord, dict[Role, ScriptedChatModel]]:
     models = chat_models(lowering, **roles)
     finished = run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=1))
     return finished.state["steps"][0], models

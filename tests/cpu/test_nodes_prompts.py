@@ -42,7 +42,7 @@ def test_the_lowering_prompts_of_a_run_share_their_prefix_through_the_problem_an
     run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=2))
     first, second = [prompt for prompt in models["lowering"].prompts if "## The current CUDA" in prompt[1].content]
     assert first[0].content == second[0].content
-    shared = _common_prefix(first[1].content, second[1].content)
+    shared = _common_prefix(str(first[1].content), str(second[1].content))
     for static in ("kb_problem.h", "## The GPU", "## Precision contract (policy: strict)", "## Targets"):
         assert static in shared
     assert shared.rstrip("0123456789.").endswith("## The current CUDA (")

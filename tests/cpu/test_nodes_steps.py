@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fixtures.graph.recorded_evaluator import EvaluationLog
 from fixtures.graph.scenario import (
+    Finished,
     applies_first_offered,
     chat_models,
     initial_kernel,
@@ -16,13 +18,15 @@ from fixtures.graph.scenario import (
     services_for,
     small_context,
 )
+from fixtures.graph.scripted_chat import Reply, ScriptedChatModel
+from fixtures.kb.lookup import tried_optimization
 from pydantic import ValidationError
 
+from kernelblaster.graph.context import Role
 from kernelblaster.graph.state import StepProgress
-from kernelblaster.kb.store import KnowledgeBase
 
 
-def _run(tmp_path: Path, lowering: list, **settings):
+def _run(tmp_path: Path, lowering: list[Reply], **settings: Any) -> tuple[Finished, dict[Role, ScriptedChatModel]]:
     models = chat_models(lowering)
     return run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, **settings)), models
 
@@ -30,8 +34,7 @@ def _run(tmp_path: Path, lowering: list, **settings):
 def test_the_kb_learns_the_speedup_over_the_kernel_the_step_started_from(tmp_path: Path) -> None:
     finished, _ = _run(tmp_path, [initial_kernel("ok 0.9"), applies_first_offered("ok 0.5")], depth=1)
     step = finished.state["steps"][0]
-    stats = KnowledgeBase.load(tmp_path / "kb" / "kb.json").document.states[step.state_id].optimization(
-        step.technique).stats
+    stats = tried_optimization(tmp_path / "kb" / "kb.json", step).stats
     assert step.speedup == pytest.approx(0.9 / 0.5) and stats.geomean_speedup == pytest.approx(0.9 / 0.5)
 
 

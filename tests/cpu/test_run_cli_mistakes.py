@@ -14,6 +14,7 @@ import os
 import shutil
 import sqlite3
 import stat
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from fixtures.graph.scenario import (
     chat_models,
     initial_kernel,
     kernel,
+    run_dir_of,
     services_for,
     small_context,
 )
@@ -161,11 +163,13 @@ def _unknown_field(path: Path) -> None:
     ("run.json", _unknown_field, "from_the_future: Extra inputs are not permitted"),
 ])
 def test_a_damaged_run_file_is_named_in_one_line_with_what_to_do_and_left_as_it_is(
-        file_name: str, damage: object, detail: str, waiting_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        file_name: str, damage: Callable[[Path], None], detail: str, waiting_run: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     damaged = waiting_run / file_name
-    damage(damaged)  # type: ignore[operator]
+    damage(damaged)
     before = folder_picture(waiting_run)
-    for command in (["resume", waiting_run], ["answer", waiting_run, "--file", "empty.cu"]):
+    commands: list[list[str | Path]] = [["resume", waiting_run], ["answer", waiting_run, "--file", "empty.cu"]]
+    for command in commands:
         finished = kernelblaster(capsys, *command)
         assert finished.status == 2
         assert finished.error_line.startswith(f"{damaged} is damaged ({detail}")
@@ -179,7 +183,7 @@ def test_the_way_out_of_a_damaged_run_starts_from_its_best_kernel(tmp_path: Path
     finished = api.optimize(PROBLEM, context, services=services_for(models, EvaluationLog()))
     _garbage_header(RunFiles(finished.run_dir).checkpoints)
     with pytest.raises(UserFacingError) as refused:
-        api.resume(context.run_dir, services=services_for(models, EvaluationLog()))
+        api.resume(run_dir_of(context), services=services_for(models, EvaluationLog()))
     assert f"--init {finished.run_dir / 'best.cu'}`" in str(refused.value)
 
 

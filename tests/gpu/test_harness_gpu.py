@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pytest
 import torch
@@ -36,7 +37,12 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("kernelblaster-cache")
 
 
-def quick(cache_dir: Path, **overrides: object) -> EvalOptions:
+class QuickOverrides(TypedDict, total=False):
+    timeout_s: float
+    profile: bool
+
+
+def quick(cache_dir: Path, **overrides: Unpack[QuickOverrides]) -> EvalOptions:
     return EvalOptions(cache_dir=cache_dir, baseline=False, **overrides)
 
 
@@ -61,7 +67,7 @@ def test_fast_example_verifies_and_beats_its_naive_version(case: ExampleCase, ca
     fast = evaluator.evaluate(case.fast.read_text(), str(case.fast))
     assert naive.verdict == "ok", naive.summary
     assert fast.verdict == "ok", fast.summary
-    assert fast.time_ms < naive.time_ms
+    assert fast.time_ms is not None and naive.time_ms is not None and fast.time_ms < naive.time_ms
     assert fast.speedup is not None and fast.speedup.vs_best > 0
 
 
@@ -93,7 +99,7 @@ def test_roofline_floor_is_below_a_correct_kernels_time(cache_dir: Path) -> None
     result = evaluate_candidate(SWISH, EXAMPLES[0].fast, quick(cache_dir))
     roofline = result.roofline
     assert roofline is not None and roofline.limited_by == "memory"
-    assert 0 < roofline.floor_ms < result.time_ms
+    assert result.time_ms is not None and 0 < roofline.floor_ms < result.time_ms
     assert roofline.fraction_of_floor is not None and 0 < roofline.fraction_of_floor <= 1
 
 

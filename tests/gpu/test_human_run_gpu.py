@@ -57,7 +57,7 @@ def start_human_run(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 def test_a_human_driven_run_on_the_gpu_finishes_with_the_faster_kernel(tmp_path: Path) -> None:
     run_dir, env = start_human_run(tmp_path)
-    answered = []
+    answered: list[str] = []
     while (outcome := api.Run.open(run_dir).outcome()).status == "waiting_for_answer":
         assert len(answered) < MAX_PROMPTS, f"still asking after {answered}"
         role = outcome.questions[0].question.role

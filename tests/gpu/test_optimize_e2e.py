@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures.kb.lookup import optimization_of
 
 from kernelblaster.kb.store import KnowledgeBase
 
@@ -72,6 +73,7 @@ def test_optimize_survives_a_kill_and_ends_with_the_faster_kernel_learned_once(t
     assert (step["outcome"], step["attempts"]) == ("measured", 3)
     assert step["speedup"] > 1.0 and report["speedups"]["vs_initial"] == pytest.approx(step["speedup"])
     assert "build failed" in log_path.read_text()
-    stats = KnowledgeBase.load(kb_path).document.resolve_state(step["state_id"]).optimization(step["technique"]).stats
+    state = KnowledgeBase.load(kb_path).document.resolve_state(step["state_id"])
+    stats = optimization_of(state, step["technique"]).stats
     assert (stats.attempts, stats.measured) == (1, 1)
     assert stats.geomean_speedup == pytest.approx(step["speedup"], rel=1e-3)
