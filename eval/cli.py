@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from kernelblaster.graph.run_cli import RunSettings, add_run_flags
 from kernelblaster.harness.precision_policy import PRECISION_POLICIES, PrecisionPolicy
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.options import GpuIndices, Options, PathText, PositiveInt, Seconds, add_command
+from kernelblaster.tools.options import GpuIndices, Options, PathText, PositiveInt, Seconds, Subcommands, add_command
 
 if TYPE_CHECKING:
     from kernelblaster.eval.problems import SuiteProblem
@@ -62,7 +62,7 @@ class BaselineOptions(Selection):
     published: PathText | None = None
 
 
-def add_commands(subparsers: argparse._SubParsersAction) -> None:
+def add_commands(subparsers: Subcommands) -> None:
     """Add `bench` and its sub-commands."""
     parser = subparsers.add_parser("bench", help="benchmark suites: many problems, one learning KB, reports")
     commands = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH_COMMAND")

@@ -47,7 +47,8 @@ class RemoteSuiteKB:
         return self._latest  # only `submit`, through this object, makes versions
 
     def document_bytes(self, version: int) -> bytes:
-        return self._ray.get(self._actor.document_bytes.remote(version))
+        document: bytes = self._ray.get(self._actor.document_bytes.remote(version))
+        return document
 
     def submit(self, position: int, changes: Sequence[KBChange]) -> list[KBVersionRow]:
         made: list[KBVersionRow] = self._ray.get(self._actor.submit.remote(position, list(changes)))

@@ -49,7 +49,7 @@ class RetryPolicy:
         if asked is not None:
             return min(asked, self.max_wait_s)
         # Jitter spreads the retries of parallel trajectories hit by the same outage.
-        return min(FIRST_WAIT_S * 2**retry, self.max_wait_s) * random.uniform(0.75, 1.0)
+        return min(FIRST_WAIT_S * 2.0**retry, self.max_wait_s) * random.uniform(0.75, 1.0)
 
 
 class EndpointLink:

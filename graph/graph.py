@@ -163,7 +163,7 @@ def _releasing(services: Services, node: Node) -> Node:
 
 
 def compile_graph(services: Services | None = None,
-                  checkpointer: BaseCheckpointSaver | None = None) -> RunGraph:
+                  checkpointer: BaseCheckpointSaver[str] | None = None) -> RunGraph:
     """The runnable graph, allowed more steps than the largest run shape takes (LangGraph's default limit
     was 25 before 1.0, which a single deep trajectory exceeds)."""
     graph = build_graph(services).compile(checkpointer=checkpointer, name="kernelblaster")

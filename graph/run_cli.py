@@ -22,7 +22,7 @@ from kernelblaster.graph.cost import load_prices, parse_price
 from kernelblaster.graph.run_files import RunFiles
 from kernelblaster.harness.precision_policy import PRECISION_POLICIES
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.options import Options, PathText, ReadableFile, add_command, nested
+from kernelblaster.tools.options import Options, PathText, ReadableFile, Subcommands, add_command, nested
 
 # graph.api and graph.progress import LangGraph and torch: only a command that runs a graph imports them.
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class AnswerOptions(Options):
     question: str | None = None
 
 
-def add_commands(subparsers: argparse._SubParsersAction) -> None:
+def add_commands(subparsers: Subcommands) -> None:
     """Add `optimize`, `resume` and `answer`."""
     optimize = add_command(subparsers, "optimize", help="make a PyTorch problem fast with CUDA written by LLM agents",
                            options=OptimizeOptions, run=run_optimize)

@@ -6,7 +6,6 @@ once and work on a run another process is advancing.
 
 from __future__ import annotations
 
-import argparse
 import os
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +14,7 @@ from pydantic import BaseModel
 
 from kernelblaster.graph.run_files import RunFiles, RunStatus
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.options import Options, PathText, add_command
+from kernelblaster.tools.options import Options, PathText, Subcommands, add_command
 
 DEFAULT_RUNS_DIRECTORY = "runs"
 _WHY_NO_REPORT = {
@@ -47,7 +46,7 @@ class RunSummary(BaseModel):
     reason: str | None
 
 
-def add_commands(subparsers: argparse._SubParsersAction) -> None:
+def add_commands(subparsers: Subcommands) -> None:
     """Add `runs` and `report`."""
     runs = add_command(subparsers, "runs", help="list the runs in a runs directory: problem, status, best speedup",
                        options=RunsOptions, run=run_runs)

@@ -155,7 +155,7 @@ class _LiveTensorTracker(TorchDispatchMode):
     """
 
     def __init__(self, existing: list[torch.Tensor]) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch leaves TorchDispatchMode.__init__ unannotated
         self._excluded = {_storage_key(t) for t in existing}
         self._live: dict[int, list[int]] = {}  # storage key -> [tensors using it, its bytes]
         self._current = 0
@@ -190,4 +190,4 @@ class _LiveTensorTracker(TorchDispatchMode):
 
 
 def _storage_key(tensor: torch.Tensor) -> int:
-    return tensor.untyped_storage()._cdata
+    return int(tensor.untyped_storage()._cdata)

@@ -23,6 +23,7 @@ from kernelblaster.tools.options import (
     Options,
     ReadableFile,
     Seconds,
+    Subcommands,
     add_command,
 )
 
@@ -68,7 +69,7 @@ class EvalCommandOptions(MeasureOptions):
     unsafe_no_sandbox: bool = False
 
 
-def add_commands(subparsers: argparse._SubParsersAction) -> None:
+def add_commands(subparsers: Subcommands) -> None:
     evaluate = add_command(subparsers, "eval", help="compile, verify, time and optionally profile a CUDA candidate",
                            options=EvalCommandOptions, run=run_eval)
     evaluate.add_argument("problem", help="KernelBench-style problem file (Model, get_inputs, get_init_inputs)")

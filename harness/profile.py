@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from kernelblaster.harness.signature import SIGNATURE_FIELDS, describe_signature, signature_from_report
+from kernelblaster.harness.signature import describe_signature, signature_from_report
+from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
 from kernelblaster.tools.ncu_findings import render_findings
 from kernelblaster.tools.ncu_report import NcuReport, parse_details_csv
 

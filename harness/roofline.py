@@ -90,7 +90,7 @@ def _median_ms(operation: Callable[[], object], repeats: int = 10) -> float:
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(3):
         operation()
-    samples = []
+    samples: list[float] = []
     for _ in range(repeats):
         start.record()
         operation()

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from kernelblaster.kb.paths import KB_PATH_VARIABLE
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.options import Options, PathText, ReadableFile, add_command
+from kernelblaster.tools.options import Options, PathText, ReadableFile, Subcommands, add_command
 
 
 class KBOptions(Options):
@@ -51,7 +51,7 @@ class RestoreOptions(KBOptions):
     iteration: int | None = Field(default=None, ge=1)
 
 
-def add_commands(subparsers: argparse._SubParsersAction) -> None:
+def add_commands(subparsers: Subcommands) -> None:
     """Add the `kb` command and its sub-commands."""
     parser = subparsers.add_parser("kb", help="create, inspect and maintain the knowledge base")
     commands = parser.add_subparsers(dest="kb_command", required=True, metavar="KB_COMMAND")

@@ -181,6 +181,6 @@ def _client(directory: Path) -> ClientAPI:
 
 def _forget_cached_clients() -> None:
     # Chroma caches one system per path; after deleting the directory the cached one points at nothing.
-    from chromadb.api.client import SharedSystemClient
+    from chromadb.api.shared_system_client import SharedSystemClient
 
     SharedSystemClient.clear_system_cache()

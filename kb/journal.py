@@ -19,10 +19,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kernelblaster.kb.edits import KBEdit, apply_edits
 from kernelblaster.kb.errors import KBLookupError
-from kernelblaster.kb.outcomes import OutcomeEvent, RunId, apply_outcome
+from kernelblaster.kb.outcomes import OutcomeEvent, apply_outcome
 from kernelblaster.kb.pruning import DEFAULT_POLICY as DEFAULT_PRUNE_POLICY
 from kernelblaster.kb.pruning import prune
-from kernelblaster.kb.schema import KBDocument, KBModel
+from kernelblaster.kb.schema import KBDocument, KBModel, RunId
 
 ChangeKind = Literal["discovery", "outcome", "learning"]
 # Within a step, the state it discovered comes before the outcome learned in it.

@@ -44,6 +44,8 @@ class Options(BaseModel):
 
 
 OptionsT = TypeVar("OptionsT", bound=Options)
+# Where a command group adds its commands (each a `CommandLineParser`, as the top parser is).
+Subcommands = argparse._SubParsersAction[CommandLineParser]
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,8 @@ class Command(Generic[OptionsT]):
             raise UserFacingError(_describe(error, flags)) from None
 
 
-def add_command(subparsers: argparse._SubParsersAction, name: str, *, help: str, options: type[OptionsT],
-                run: Callable[[OptionsT], int]) -> argparse.ArgumentParser:
+def add_command(subparsers: Subcommands, name: str, *, help: str, options: type[OptionsT],
+                run: Callable[[OptionsT], int]) -> CommandLineParser:
     """A sub-command `name`; add its flags to the parser returned."""
     parser = subparsers.add_parser(name, help=help, description=help)
     parser.set_defaults(command=Command(parser, options, run))

@@ -29,7 +29,8 @@ print(json.dumps({"status": status, "heavy": sorted({m.split(".")[0] for m in sy
 def _probe(*argv: str, cwd: Path | None = None) -> dict[str, object]:
     finished = subprocess.run([sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{PROBE}", *argv], capture_output=True,
                               text=True, timeout=120, cwd=cwd, check=False)
-    return json.loads(finished.stdout.strip().splitlines()[-1])
+    probed: dict[str, object] = json.loads(finished.stdout.strip().splitlines()[-1])
+    return probed
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["optimize", "--help"], ["eval", "--help"], ["kb", "stats", "--help"],

@@ -19,7 +19,7 @@ from kernelblaster.graph.cli import main
 from kernelblaster.graph.services import Services
 
 
-def _fails_in_one_line(argv: list[str], capsys: pytest.CaptureFixture, expected: str) -> None:
+def _fails_in_one_line(argv: list[str], capsys: pytest.CaptureFixture[str], expected: str) -> None:
     status = main(argv)
     error = capsys.readouterr().err
     assert status == 2, error
@@ -33,20 +33,20 @@ def _fails_in_one_line(argv: list[str], capsys: pytest.CaptureFixture, expected:
     (["--llm", "human"], "--llm human"),
 ])
 def test_bad_suite_selections_and_options_are_one_line_errors_that_write_nothing(
-        tmp_path: Path, capsys: pytest.CaptureFixture, arguments: list[str], expected: str) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str], expected: str) -> None:
     _fails_in_one_line(["bench", "run", str(KERNELBENCH), "--out", str(tmp_path / "suite"), *arguments], capsys,
                        expected)
     assert not (tmp_path / "suite").exists()
 
 
-def test_an_empty_suite_directory_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_an_empty_suite_directory_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
     _fails_in_one_line(["bench", "run", str(tmp_path / "empty"), "--out", str(tmp_path / "suite")], capsys,
                        "no problems found")
     assert not (tmp_path / "suite").exists()
 
 
-def test_a_suite_without_an_endpoint_is_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture,
+def test_a_suite_without_an_endpoint_is_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
@@ -55,13 +55,13 @@ def test_a_suite_without_an_endpoint_is_refused_before_anything_runs(tmp_path: P
 
 
 def test_resuming_or_reporting_a_directory_that_is_no_suite_is_a_one_line_error(
-        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _fails_in_one_line(["bench", "resume", str(tmp_path)], capsys, "not a suite directory")
     _fails_in_one_line(["bench", "report", str(tmp_path)], capsys, "not a suite directory")
 
 
 def test_a_suite_written_by_a_newer_version_is_refused_untouched(tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture) -> None:
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / DATABASE_NAME
     with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")

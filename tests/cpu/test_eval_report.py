@@ -8,6 +8,7 @@ import math
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fixtures.suite.scripted_suite import services_factory, suite_config
@@ -36,7 +37,7 @@ def report(suites: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) 
     return out
 
 
-def _query(suite: Path, sql: str) -> list[tuple]:
+def _query(suite: Path, sql: str) -> list[tuple[Any, ...]]:
     with sqlite3.connect(suite / DATABASE_NAME) as db:
         return db.execute(sql).fetchall()
 

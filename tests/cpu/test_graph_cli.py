@@ -48,7 +48,7 @@ def _human_run(tmp_path: Path, *extra: str) -> list[str]:
 
 
 def test_optimize_without_an_endpoint_says_so_in_one_line_before_any_gpu_work(
-        tmp_path: Path, harness_log: EvaluationLog, no_endpoint: None, capsys: pytest.CaptureFixture) -> None:
+        tmp_path: Path, harness_log: EvaluationLog, no_endpoint: None, capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["optimize", str(PROBLEM), "--run-dir", str(tmp_path / "run")])
     error = capsys.readouterr().err
     assert status == 2
@@ -88,7 +88,7 @@ def test_endpoint_budget_and_price_flags_become_the_run_context(tmp_path: Path) 
                                    ["--llm", "replay"], ["--replay-from", "runs/x"]])
 def test_a_malformed_endpoint_flag_is_a_one_line_error_naming_it(flags: list[str], tmp_path: Path,
                                                                  harness_log: EvaluationLog,
-                                                                 capsys: pytest.CaptureFixture) -> None:
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["optimize", str(PROBLEM), "--run-dir", str(tmp_path / "run"), *flags]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and flags[0] in error
@@ -96,7 +96,7 @@ def test_a_malformed_endpoint_flag_is_a_one_line_error_naming_it(flags: list[str
 
 
 def test_a_run_that_ended_early_says_why(tmp_path: Path, harness_log: EvaluationLog,
-                                         capsys: pytest.CaptureFixture) -> None:
+                                         capsys: pytest.CaptureFixture[str]) -> None:
     with FakeOpenAI(kernelblaster_roles) as server:
         assert main(["kb", "init", str(tmp_path / "kb.json")]) == 0
         assert main(["optimize", str(PROBLEM), "--base-url", server.base_url, "--token-limit", "1", "--run-dir",
@@ -105,21 +105,21 @@ def test_a_run_that_ended_early_says_why(tmp_path: Path, harness_log: Evaluation
 
 
 def test_an_out_of_range_flag_is_a_one_line_error_naming_the_flag(tmp_path: Path, harness_log: EvaluationLog,
-                                                                 capsys: pytest.CaptureFixture) -> None:
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert main(_human_run(tmp_path, "--depth", "0")) == 2
     error = capsys.readouterr().err
     assert error.startswith("kernelblaster: --depth 0:") and error.count("\n") == 1
 
 
 def test_a_missing_init_file_is_a_one_line_error(tmp_path: Path, harness_log: EvaluationLog,
-                                                 capsys: pytest.CaptureFixture) -> None:
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert main(_human_run(tmp_path, "--init", str(tmp_path / "missing.cu"))) == 2
     assert "--init" in capsys.readouterr().err
     assert harness_log.calls == []
 
 
 def test_a_run_directory_holding_a_run_is_never_overwritten(tmp_path: Path, harness_log: EvaluationLog,
-                                                            capsys: pytest.CaptureFixture) -> None:
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert main(_human_run(tmp_path)) == 0
     record = (tmp_path / "run" / "run.json").read_text()
     assert main(_human_run(tmp_path)) == 2
@@ -128,7 +128,7 @@ def test_a_run_directory_holding_a_run_is_never_overwritten(tmp_path: Path, harn
 
 
 def test_resuming_a_directory_that_is_not_a_run_is_a_one_line_error(tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture) -> None:
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["resume", str(tmp_path)]) == 2
     error = capsys.readouterr().err
     assert "not a run directory" in error and error.count("\n") == 1
@@ -136,7 +136,7 @@ def test_resuming_a_directory_that_is_not_a_run_is_a_one_line_error(tmp_path: Pa
 
 def test_ctrl_c_stops_with_the_resume_command_and_the_run_resumes(tmp_path: Path, harness_log: EvaluationLog,
                                                                   monkeypatch: pytest.MonkeyPatch,
-                                                                  capsys: pytest.CaptureFixture) -> None:
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     def interrupted(self: ProgressDisplay, progress: object) -> None:
         raise KeyboardInterrupt
 
@@ -150,7 +150,8 @@ def test_ctrl_c_stops_with_the_resume_command_and_the_run_resumes(tmp_path: Path
     assert harness_log.labels("baseline") == ["elementwise_swish_scale"]
 
 
-def test_progress_lines_show_where_the_run_is_the_best_speedup_and_the_tokens(capsys: pytest.CaptureFixture) -> None:
+def test_progress_lines_show_where_the_run_is_the_best_speedup_and_the_tokens(
+        capsys: pytest.CaptureFixture[str]) -> None:
     ProgressDisplay(sys.stdout).show(Progress(
         note=ProgressNote(node="evaluate", text="ok: 0.5 ms", iteration=0, trajectory=1, step=2),
         best_speedup=1.6, tokens=12345))
@@ -159,7 +160,7 @@ def test_progress_lines_show_where_the_run_is_the_best_speedup_and_the_tokens(ca
 
 
 def test_a_missing_problem_file_is_a_one_line_error_and_makes_no_run(tmp_path: Path, harness_log: EvaluationLog,
-                                                                     capsys: pytest.CaptureFixture) -> None:
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     arguments = _human_run(tmp_path)
     arguments[1] = str(tmp_path / "nowhere.py")
     assert main(arguments) == 2

@@ -38,7 +38,8 @@ def _run(tmp_path: Path, lowering: list[Reply], log: EvaluationLog | None = None
 
 
 def _steps(finished: Finished) -> list[StepRecord]:
-    return finished.state["steps"]
+    steps: list[StepRecord] = finished.state["steps"]
+    return steps
 
 
 def test_a_correct_faster_kernel_becomes_the_best_and_is_written_as_best_cu(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import openai
@@ -37,7 +38,7 @@ def _ended_with_a_kernel(outcome: api.RunOutcome) -> None:
     assert outcome.status == "finished" and outcome.best_source is not None
 
 
-def _records(tmp_path: Path) -> list[dict]:
+def _records(tmp_path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (tmp_path / "run" / "llm.jsonl").read_text().splitlines()]
 
 

@@ -56,8 +56,8 @@ def _expert_answer(question: api.PendingQuestion) -> str:
             "parameter_update": NO_EDITS.model_dump_json()}[role]
 
 
-def test_a_human_run_waits_at_its_first_prompt_with_the_question_written_out(tmp_path: Path,
-                                                                             capsys: pytest.CaptureFixture) -> None:
+def test_a_human_run_waits_at_its_first_prompt_with_the_question_written_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = _start(tmp_path)
     pending = _pending(run_dir)
     assert (pending.question.role, pending.question.node) == ("lowering", "write_initial")
@@ -66,7 +66,7 @@ def test_a_human_run_waits_at_its_first_prompt_with_the_question_written_out(tmp
 
 
 def test_answering_every_prompt_drives_a_human_run_to_its_best_kernel(tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture) -> None:
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = _start(tmp_path)
     asked = []
     while (outcome := api.Run.open(run_dir).outcome()).status == "waiting_for_answer":
@@ -89,7 +89,7 @@ def test_an_unusable_answer_is_asked_for_again_with_the_reason(tmp_path: Path) -
 
 
 def test_answering_a_run_that_waits_for_nothing_is_a_one_line_error(tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture) -> None:
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = _start(tmp_path)
     while (outcome := api.Run.open(run_dir).outcome()).status == "waiting_for_answer":
         _answer(tmp_path, run_dir, _expert_answer(outcome.questions[0]))

@@ -21,8 +21,10 @@ from fixtures.graph.scenario import (
     services_for,
     small_context,
 )
+from fixtures.graph.scripted_chat import ScriptedChatModel
 
 from kernelblaster.graph import api
+from kernelblaster.graph.context import Role
 from kernelblaster.graph.services import Services
 
 
@@ -31,7 +33,7 @@ def _all_given_back(log: EvaluationLog) -> bool:
     return len(log.labels("close")) == len(log.made) > 0 and log.alive() == 0
 
 
-def _two_step_models() -> dict:
+def _two_step_models() -> dict[Role, ScriptedChatModel]:
     return chat_models([initial_kernel(), applies_first_offered("ok 0.5"), applies_first_offered("ok 0.45")])
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fixtures.graph.fake_openai import FakeOpenAI, kernelblaster_roles, optimize_through
@@ -39,11 +40,12 @@ def _replay(tmp_path: Path, recorded: Path, depth: int = 2) -> int:
                  "--depth", str(depth), "--kb", str(kb_path), "--run-dir", str(tmp_path / "replayed" / "another-name")])
 
 
-def _report(run_dir: Path) -> dict:
-    return json.loads((run_dir / "report.json").read_text())
+def _report(run_dir: Path) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads((run_dir / "report.json").read_text())
+    return report
 
 
-def _decisions(report: dict) -> list[tuple]:
+def _decisions(report: dict[str, Any]) -> list[tuple[object, ...]]:
     return [(s["state_id"], s["technique"], s["outcome"], s["attempts"], s["speedup"]) for s in report["steps"]]
 
 
@@ -58,7 +60,7 @@ def test_a_replay_reproduces_the_recorded_runs_decisions_without_an_endpoint(tmp
 
 
 def test_a_replay_asked_a_prompt_the_recording_has_no_answer_for_stops_in_one_line(
-        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     recorded = _record(tmp_path, depth=1)
     assert _replay(tmp_path, recorded, depth=2) == 2
     error = capsys.readouterr().err
@@ -67,7 +69,7 @@ def test_a_replay_asked_a_prompt_the_recording_has_no_answer_for_stops_in_one_li
 
 
 def test_replaying_a_directory_without_a_recording_is_a_one_line_error(tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture) -> None:
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
     assert _replay(tmp_path, tmp_path) == 2
     error = capsys.readouterr().err
     assert "no llm.jsonl there to replay" in error and error.count("\n") == 1

@@ -36,7 +36,8 @@ EVERY_NODE = {
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _request(url: str, body: dict[str, object] | None = None) -> Any:
@@ -82,7 +83,8 @@ def studio_server() -> Iterator[str]:
 
 def _assistant_id(studio_server: str) -> str:
     (assistant,) = _request(f"{studio_server}/assistants/search", {"graph_id": "kernelblaster"})
-    return assistant["assistant_id"]
+    assistant_id: str = assistant["assistant_id"]
+    return assistant_id
 
 
 def test_langgraph_dev_serves_the_drawing_of_every_node_and_the_run_context_form(studio_server: str) -> None:

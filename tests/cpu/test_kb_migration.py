@@ -86,7 +86,8 @@ def v1_path(tmp_path: Path) -> Path:
 
 
 def v1_records() -> dict[str, Any]:
-    return json.loads(V1_FIXTURE.read_text())
+    records: dict[str, Any] = json.loads(V1_FIXTURE.read_text())
+    return records
 
 
 def test_v1_file_is_rewritten_in_the_current_schema(v1_path: Path) -> None:

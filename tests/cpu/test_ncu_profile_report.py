@@ -8,7 +8,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from kernelblaster.harness.profile import ProfileOutcome, ProfileReport, ProfileUnavailable, build_profile_report
-from kernelblaster.harness.signature import SIGNATURE_FIELDS
+from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
 from kernelblaster.tools.errors import UserFacingError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from kernelblaster.harness.signature import (
-    SIGNATURE_FIELDS,
     STALL_NAMES,
     describe_signature,
     kernel_features,
     signature_from_report,
 )
+from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
 from kernelblaster.tools.ncu_report import KernelProfile, NcuReport, parse_details_csv
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"

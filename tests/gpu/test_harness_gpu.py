@@ -24,7 +24,7 @@ from kernelblaster.harness import verify
 from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions, evaluate_candidate
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.harness.profile import ProfileReport
-from kernelblaster.harness.signature import SIGNATURE_FIELDS
+from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
 
 pytestmark = pytest.mark.gpu
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
