@@ -84,7 +84,7 @@ class MemoryPlan(BaseModel):
     needed_bytes: int = Field(description="GPU memory the plan needs at its peak (for `too_large`: with one set), "
                                           "bytes")
     available_bytes: int = Field(description="GPU memory free when the plan was made, bytes")
-    sizes: ProblemSizes
+    sizes: ProblemSizes = Field(description="The bytes the problem moves and holds")
     gpu: str = Field(description="The GPU planned for")
 
     def too_large_summary(self) -> str:

@@ -113,8 +113,10 @@ class EvalResult(BaseModel):
     """Everything the harness found about one candidate on one problem."""
 
     verdict: Verdict = Field(description="ok, or why not: compile_error, static_violation, incorrect, crash, timeout, "
-                                         "suspicious (faster than the roofline floor), no_gpu, too_large (the "
-                                         "problem does not fit this GPU), harness_error (the harness failed)")
+                                         "suspicious (faster than the roofline floor), forged_result (a result "
+                                         "that was not the driver's), sandbox_violation (the sandbox blocked what "
+                                         "it tried), no_gpu, too_large (the problem does not fit this GPU), "
+                                         "harness_error (the harness failed)")
     summary: str = Field(description="The verdict's reason in one line")
     problem: str = Field(description="Path of the problem file")
     problem_sha256: str = Field(description="SHA-256 of the problem file's text")
@@ -131,7 +133,8 @@ class EvalResult(BaseModel):
                                                             "correctness is only weakly checked")
     timing: CandidateTiming | None = Field(default=None, description="The candidate's timing; None unless measured")
     baseline: BaselineTiming | None = Field(default=None, description="The PyTorch baselines compared against")
-    speedup: Speedup | None = Field(default=None, description="Speedups over the baselines")
+    speedup: Speedup | None = Field(default=None, description="Speedups over the baselines (ratios of median times; "
+                                                              "above 1 the candidate is faster)")
     roofline: Roofline | None = Field(default=None, description="The roofline floor and where the candidate is")
     profile: ProfileOutcome | None = Field(default=None, description="The Nsight Compute profile, when asked for")
     memory: MemoryPlan | None = Field(default=None, description="How the evaluation used GPU memory; None when it "

@@ -1,6 +1,7 @@
 """The knowledge base: performance states, optimizations with learned scores, their index and selection.
 
-What the graph's nodes use, re-exported here:
+Its public names, re-exported here from the modules that define them (where the project's own code imports
+them from):
 - `KnowledgeBase.load(path)`: the store (`nearest_states`, `select_optimizations` under the run's precision
   policy, `record_outcome(s)`, `apply_edits`, `prune`, `write_snapshot` / `restore_snapshot`);
 - `PRECISION_POLICIES`: the policy names techniques may be restricted to;

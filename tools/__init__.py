@@ -1,2 +1,3 @@
-"""Thin wrappers of external programs (nvcc, the compiled test driver, ncu, compute-sanitizer), and what
-every layer above shares: the user-facing error, safe file writes and checks, command-line options."""
+"""Thin wrappers of external programs (nvcc, the compiled test driver, ncu, compute-sanitizer, nm), the OS
+sandbox (bubblewrap) they run candidates in, and what every layer above shares: the user-facing error, safe
+file writes and checks, command-line options."""

@@ -94,7 +94,7 @@ class KernelProfile(BaseModel):
     device: str  # the GPU's name
     compute_capability: str  # e.g. "9.0"
     stream: str  # the stream it ran on, as ncu names it
-    registers_per_thread: int | None
+    registers_per_thread: int | None  # registers each thread holds, as compiled
     shared_memory_bytes: int | None  # static plus dynamic shared memory per block, bytes
     metrics: dict[str, list[Metric]]  # every metric row, by section
     rules: list[RuleFinding]  # every rule result
