@@ -1,7 +1,9 @@
-"""The distribution installs one name: everything lives under `kernelblaster`, data files included."""
+"""The distribution installs one name: everything lives under `kernelblaster`, data files included, in the
+wheel and in an editable install."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = ("graph", "nodes", "tools", "kb", "harness", "eval")
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +30,7 @@ def test_wheel_adds_no_top_level_name_but_the_projects(wheel_names: list[str]) -
 
 
 def test_wheel_holds_every_folder_of_the_layout_under_the_project_name(wheel_names: list[str]) -> None:
-    for folder in ("graph", "nodes", "tools", "kb", "harness", "eval"):
+    for folder in FOLDERS:
         assert f"kernelblaster/{folder}/__init__.py" in wheel_names
 
 
@@ -46,3 +49,30 @@ def test_wheel_carries_every_kb_snippet(wheel_names: list[str]) -> None:
     shipped = {name for name in wheel_names if name.startswith(prefix)}
     on_disk = {prefix + path.name for path in (ROOT / "kb" / "seed" / "snippets").glob("*.cu")}
     assert shipped == on_disk and on_disk
+
+
+@pytest.fixture(scope="module")
+def editable_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh environment (seeing this one's packages, setuptools among them) with `pip install -e` done."""
+    env = tmp_path_factory.mktemp("editable") / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env)], check=True)
+    subprocess.run([env / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "-e", str(ROOT)], check=True, capture_output=True)
+    return env
+
+
+def test_an_editable_install_adds_nothing_to_site_packages_but_the_projects(editable_env: Path) -> None:
+    (site,) = editable_env.glob("lib/python*/site-packages")
+    added = {path.name for path in site.iterdir()} - {"__pycache__"}
+    assert added and all("kernelblaster" in name for name in added), added
+
+
+def test_an_editable_install_imports_the_folders_only_under_the_project_name(editable_env: Path,
+                                                                             tmp_path: Path) -> None:
+    names = [*FOLDERS, *(f"kernelblaster.{folder}" for folder in FOLDERS)]
+    probe = ("import importlib.util, json, sys; "
+             "print(json.dumps({n: getattr(importlib.util.find_spec(n), 'origin', None) for n in sys.argv[1:]}))")
+    found = json.loads(subprocess.run([editable_env / "bin" / "python", "-c", probe, *names], cwd=tmp_path,
+                                      check=True, capture_output=True, text=True).stdout)
+    assert {folder: found[folder] for folder in FOLDERS} == dict.fromkeys(FOLDERS)
+    assert all(found[f"kernelblaster.{folder}"] == str(ROOT / folder / "__init__.py") for folder in FOLDERS)
