@@ -31,6 +31,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from kernelblaster.graph import api
 from kernelblaster.graph.context import RunContext
@@ -93,6 +94,16 @@ extern "C" int kb_forward(const KBTensor* inputs, const KBTensor* params, KBTens
 """
 
 
+class MeasuredFields(TypedDict, total=False):
+    """What a measured result adds to the fields every result has."""
+
+    timing: CandidateTiming
+    baseline: BaselineTiming
+    speedup: Speedup
+    roofline: Roofline
+    profile: ProfileOutcome | None
+
+
 @dataclass(frozen=True)
 class StandInBuild:
     label: str
@@ -151,7 +162,7 @@ class CpuStandIn:
     def close(self) -> None:
         pass
 
-    def _result(self, summary: str, checks: list[CheckResult], **fields: object) -> EvalResult:
+    def _result(self, summary: str, checks: list[CheckResult], **fields: Unpack[MeasuredFields]) -> EvalResult:
         return EvalResult(verdict="ok", summary=summary, problem=str(self.problem.path),
                           problem_sha256=self.problem.sha256, candidate="candidate.cu", source_sha256="0" * 64,
                           gpu=self.gpu.name, arch=self.gpu.arch, precision=self.options.precision, compiled=True,

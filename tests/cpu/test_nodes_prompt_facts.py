@@ -7,6 +7,7 @@ the recorded evaluator, whose facts are named as a test double's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ GEMM_PROBLEM = REPO / "examples" / "problems" / "gemm_bias_relu.py"
 REASON = "the profile shows scalar loads stalling on DRAM, which this addresses first"
 
 
-def _chooses_the_last_offered(marker: str):
+def _chooses_the_last_offered(marker: str) -> Callable[[list[BaseMessage]], CudaAnswer]:
     """A lowering reply that takes the last optimization offered, with its reason."""
     return lambda messages: CudaAnswer(technique=offered_techniques(messages)[-1], explanation="applied",
                                        cuda_source=kernel(marker), choice_reason=REASON)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_human_run_gpu import ANSWERS_BY_ROLE, kernelblaster, start_human_run
+from gpu.human_run import ANSWERS_BY_ROLE, kernelblaster, start_human_run
 
 from kernelblaster.graph import api
 from kernelblaster.harness.evaluate import detect_arch
