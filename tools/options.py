@@ -17,7 +17,7 @@ import argparse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Generic, NoReturn, TypeVar
+from typing import Annotated, Any, Generic, NoReturn, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -44,8 +44,9 @@ class Options(BaseModel):
 
 
 OptionsT = TypeVar("OptionsT", bound=Options)
-# Where a command group adds its commands (each a `CommandLineParser`, as the top parser is).
-Subcommands = argparse._SubParsersAction[CommandLineParser]
+# Where a command group adds its commands (each a `CommandLineParser`, as the top parser is); a string, since
+# argparse's class takes no type arguments at run time.
+Subcommands: TypeAlias = "argparse._SubParsersAction[CommandLineParser]"
 
 
 @dataclass(frozen=True)
