@@ -14,7 +14,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kernelblaster.graph.cost import ModelPrice
 from kernelblaster.harness.precision_policy import PrecisionPolicy
-from kernelblaster.tools.options import KEY_VALUE_PAIRS, EndpointUrl, GpuIndices, Libraries, PathText, Seconds
+from kernelblaster.tools.options import (
+    KEY_VALUE_PAIRS,
+    EndpointUrl,
+    GpuIndices,
+    Libraries,
+    PathText,
+    SanitizerTools,
+    Seconds,
+)
 
 Role = Literal[
     "lowering",
@@ -94,6 +102,8 @@ class RunContext(BaseModel):
     top_k: int = Field(default=3, ge=1, le=32, description="Optimizations sampled from the KB at each step")
     compile_retries: int = Field(default=2, ge=0, le=10, description="Re-lowerings after a compile error")
     verify_retries: int = Field(default=2, ge=0, le=10, description="Re-lowerings after a wrong result")
+    crash_retries: int = Field(default=2, ge=0, le=10, description="Re-lowerings after a crash or a hang, shown "
+                               "the error (and compute-sanitizer's report, where it runs)")
     initial_retries: int = Field(default=3, ge=0, le=10, description="Fixes of the initial CUDA before giving up")
     max_failed_steps: int = Field(
         default=2, ge=1, le=64, description="Consecutive failed steps after which a trajectory stops early"
@@ -105,6 +115,10 @@ class RunContext(BaseModel):
     seeds: int = Field(default=5, ge=1, le=100, description="Seeds of fresh inputs each candidate is verified on")
     kernel_timeout_s: Seconds = Field(default=20.0, description="Seconds one kernel call may take")
     profile: bool = Field(default=True, description="Profile kernels with Nsight Compute (the state comes from it)")
+    sanitize: SanitizerTools = Field(
+        default=(), description="compute-sanitizer checkers (memcheck, racecheck, initcheck) every verified kernel "
+        "is run under once; an error is a wrong result (sanitizer_error)"
+    )
     soft_verify: bool = Field(
         default=True, description="Ask an LLM whether a verified kernel still does all the model does"
     )

@@ -106,6 +106,9 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow", metavar="LIBS", help="libraries candidates may use (cublas, cudnn, cutlass ...)")
     parser.add_argument("--no-profile", dest="profile", action="store_const", const=False,
                         help="do not profile with Nsight Compute (states then come from timings alone)")
+    parser.add_argument("--sanitize", metavar="memcheck,racecheck",
+                        help="run every verified kernel once under these compute-sanitizer checkers (memcheck, "
+                             "racecheck, initcheck); an error sends the kernel back like a wrong result")
     parser.add_argument("--seed", metavar="N", help="seed of the optimization sampling (0)")
     parser.add_argument("--unsafe-no-sandbox", action="store_const", const=True,
                         help="compile and run candidates without the OS sandbox (README: Security)")

@@ -48,6 +48,7 @@ from kernelblaster.kb.journal import ChangeId, KBChange, append_change
 from kernelblaster.kb.outcomes import OutcomeEvent
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.sanitizer import SanitizerResult
 
 
 class BuiltCandidate(Protocol):
@@ -76,6 +77,9 @@ class Evaluator(Protocol[BuiltT]):
     def verify(self, built: BuiltT) -> EvalResult: ...
 
     def measure(self, built: BuiltT, verified: EvalResult, profile: bool) -> EvalResult: ...
+
+    def diagnose(self, built: BuiltCandidate) -> SanitizerResult | None:
+        """compute-sanitizer memcheck's report of a candidate that crashed; None without compute-sanitizer."""
 
     def baseline(self) -> BaselineTiming: ...
 
@@ -119,7 +123,8 @@ class OpenAIChatModels:
 
 
 class HarnessEvaluators:
-    """The GPU harness (`harness.evaluate.CandidateEvaluator`): a GPU for each index, nvcc, ncu to profile."""
+    """The GPU harness (`harness.evaluate.CandidateEvaluator`): a GPU for each index, nvcc, ncu to profile,
+    compute-sanitizer to sanitize."""
 
     def __call__(self, problem: Problem, options: EvalOptions) -> Evaluator[Any]:
         from kernelblaster.harness.evaluate import CandidateEvaluator
@@ -127,7 +132,7 @@ class HarnessEvaluators:
         return CandidateEvaluator(problem, options)
 
     def missing(self, context: RunContext) -> list[str]:
-        return missing_for_run(context.gpus, context.profile, context.unsafe_no_sandbox)
+        return missing_for_run(context.gpus, context.profile, context.unsafe_no_sandbox, bool(context.sanitize))
 
 
 harness_evaluator = HarnessEvaluators()
@@ -136,7 +141,7 @@ harness_evaluator = HarnessEvaluators()
 def eval_options(context: RunContext, gpu: int) -> EvalOptions:
     return EvalOptions(seeds=context.seeds, precision=context.precision, allow=frozenset(context.allow), gpu=gpu,
                        profile=context.profile, timeout_s=context.kernel_timeout_s,
-                       unsafe_no_sandbox=context.unsafe_no_sandbox)
+                       unsafe_no_sandbox=context.unsafe_no_sandbox, sanitize=context.sanitize)
 
 
 class RunResources:

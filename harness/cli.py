@@ -22,6 +22,7 @@ from kernelblaster.tools.options import (
     Libraries,
     Options,
     ReadableFile,
+    SanitizerTools,
     Seconds,
     Subcommands,
     add_command,
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 
 # `eval`'s exit status by verdict; 2 is bad input or environment (a UserFacingError), as for every command.
 EXIT_OK = 0
-EXIT_REJECTED = 1  # the candidate failed: compile_error, static_violation, incorrect, crash, timeout, suspicious
+EXIT_REJECTED = 1  # the candidate failed: compile_error, static_violation, incorrect, crash, timeout, sanitizer_error,
+#                   forged_result, sandbox_violation, suspicious
 EXIT_HARNESS_ERROR = 3
 EXIT_TOO_LARGE = 4
 EXIT_NO_GPU = 5
@@ -67,6 +69,7 @@ class EvalCommandOptions(MeasureOptions):
     arch: Annotated[str, AfterValidator(_gpu_arch)] | None = None
     no_baseline: bool = False
     unsafe_no_sandbox: bool = False
+    sanitize: SanitizerTools = ()
 
 
 def add_commands(subparsers: Subcommands) -> None:
@@ -83,6 +86,9 @@ def add_commands(subparsers: Subcommands) -> None:
     evaluate.add_argument("--no-baseline", action="store_true", help="skip timing the PyTorch baselines")
     evaluate.add_argument("--unsafe-no-sandbox", action="store_true",
                           help="compile and run the candidate without the OS sandbox (README: Security)")
+    evaluate.add_argument("--sanitize", metavar="memcheck,racecheck",
+                          help="once verified, run one call under these compute-sanitizer checkers (memcheck, "
+                               "racecheck, initcheck); an error is the verdict sanitizer_error")
 
     baseline = add_command(subparsers, "baseline", help="time (and optionally profile) the PyTorch baselines",
                            options=MeasureOptions, run=run_baseline)
@@ -107,12 +113,15 @@ def run_eval(options: EvalCommandOptions) -> int:
     from kernelblaster.harness.report import render_eval
     from kernelblaster.harness.requirements import check_gpu_index
     from kernelblaster.harness.result import NOT_THE_CANDIDATES
+    from kernelblaster.harness.sanitize_run import require_sanitizer
 
     harness_options = EvalOptions(seeds=options.seeds, precision=options.precision, allow=frozenset(options.allow),
                                   gpu=options.gpu, profile=options.profile, baseline=not options.no_baseline,
                                   timeout_s=options.timeout, arch=options.arch,
-                                  unsafe_no_sandbox=options.unsafe_no_sandbox)
+                                  unsafe_no_sandbox=options.unsafe_no_sandbox, sanitize=options.sanitize)
     check_gpu_index(options.gpu)
+    if options.sanitize:
+        require_sanitizer()
     result = _citing_the_users_file(evaluate_candidate(options.problem, options.candidate, harness_options),
                                     options.candidate)
     print(result.model_dump_json(indent=2) if options.as_json else render_eval(result, options.profile))

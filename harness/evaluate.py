@@ -1,4 +1,5 @@
-"""Evaluate CUDA candidates against one PyTorch problem: build, verify, time, score and profile.
+"""Evaluate CUDA candidates against one PyTorch problem: build, verify (optionally under compute-sanitizer
+too), time, score and profile; and explain a crash with compute-sanitizer's memcheck (`diagnose`).
 
 `CandidateEvaluator` is bound to one problem and one set of options: the problem's analysis (spec and
 footprint, derived without the GPU), header, memory plan, references, roofline and baselines are made
@@ -9,8 +10,8 @@ wrong answers, forged replies, what the sandbox blocked) is an `EvalResult`, and
 large for the GPU (`too_large`, before anything is allocated) and any exception of the harness itself
 (`harness_error`, the traceback in the result). Candidates compile and run in the OS sandbox
 (tools/sandbox.py). Only bad input the harness can name (a broken problem file, a missing candidate, a
-missing toolchain or library, a sandbox that cannot start without --unsafe-no-sandbox) raises a
-`UserFacingError`.
+missing toolchain, library or compute-sanitizer, a sandbox that cannot start without
+--unsafe-no-sandbox) raises a `UserFacingError`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from kernelblaster.harness.profile_run import profile_candidate, profile_pytorch
 from kernelblaster.harness.references import ReferenceCache
 from kernelblaster.harness.result import BaselineTiming, CandidateTiming, CompileSummary, EvalResult, Roofline, Speedup
 from kernelblaster.harness.roofline import peaks_for_device, roofline_check, roofline_for
+from kernelblaster.harness.sanitize_run import SanitizedCall, require_sanitizer, sanitize_call
 from kernelblaster.harness.timing import (
     flush_and_sync_ms,
     flush_bytes,
@@ -64,6 +66,8 @@ from kernelblaster.harness.verify import (
 from kernelblaster.tools.driver_process import ClaimAllowance, DriverError, DriverProgram, DriverSession
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.sandbox import Sandbox, require_sandbox
+from kernelblaster.tools.sanitizer import SanitizerResult, SanitizerTool, locate_sanitizer
+from kernelblaster.tools.toolkit import ToolUnavailable
 
 T = TypeVar("T")
 
@@ -112,6 +116,8 @@ class EvalOptions(BaseModel):
     arch: str | None = None
     cache_dir: Path = Field(default_factory=default_cache_dir)
     unsafe_no_sandbox: bool = False  # compile and run candidates without the OS sandbox (tools/sandbox.py)
+    # compute-sanitizer checkers a verified candidate's call is run under; any error is `sanitizer_error`
+    sanitize: tuple[SanitizerTool, ...] = ()
 
 
 @dataclass
@@ -140,6 +146,8 @@ class CandidateEvaluator:
         self.arch = options.arch or detect_arch(options.gpu)
         if options.allow:
             check_libraries_installed(options.allow, self.arch, self.objects_dir, self.sandbox)
+        if options.sanitize:
+            require_sanitizer()
         self.analysis = analyse_problem(problem, self.gpu)
         self.spec = self.analysis.spec
         self.header = generate_header(self.spec)
@@ -155,6 +163,8 @@ class CandidateEvaluator:
         if not built.ok:
             assert built.result is not None
             return built.result
+        if self.options.sanitize:  # the sanitizer's runs come between verification and timing
+            return self.measure(built, self.verify(built), self.options.profile)
         return self._run(built, Findings.of_build(built.build), verify=True, measure=True,
                          profile=self.options.profile)
 
@@ -169,8 +179,28 @@ class CandidateEvaluator:
         return stage
 
     def verify(self, built: BuildStage) -> EvalResult:
-        """Run every correctness check: ok, incorrect, crash, timeout, or a verdict that is not the candidate's."""
+        """Run every correctness check (with `sanitize`, compute-sanitizer's too): ok, incorrect, crash, timeout,
+        sanitizer_error, or a verdict that is not the candidate's."""
         return self._run(built, Findings.of_build(built.build), verify=True, measure=False, profile=False)
+
+    def diagnose(self, built: BuildStage) -> SanitizerResult | None:
+        """Run a candidate that crashed once more, under compute-sanitizer's memcheck on seeded inputs, for a
+        report of where it went wrong; None when compute-sanitizer is not on this machine. The report is
+        evidence for the agent, never a verdict: a failure here is a `failed` result saying why."""
+        if isinstance(locate_sanitizer(), ToolUnavailable):
+            return None
+        gpu = self._require_gpu()
+        try:
+            with SharedMemoryPool(gpu) as pool:
+                shared = pool.allocate_set(self.spec)
+                _fill_with_seeds(self.references, [shared])
+                return self._sanitize(built, shared, (SanitizerTool.MEMCHECK,))[0]
+        except UserFacingError:
+            raise
+        except Exception as error:  # the harness's own failure
+            _release_gpu_memory()
+            return SanitizerResult(tool=SanitizerTool.MEMCHECK, status="failed",
+                                   reason=f"the harness failed: {type(error).__name__}: {error}")
 
     def measure(self, built: BuildStage, verified: EvalResult, profile: bool) -> EvalResult:
         """Time a verified candidate; check the timed calls, score it against the roofline and the baselines."""
@@ -282,6 +312,9 @@ class CandidateEvaluator:
         with SharedMemoryPool(self.gpu) as pool:
             sets = [pool.allocate_set(self.spec) for _ in range(self.plan.rotating_sets if measure else 1)]
             self._in_driver(built, sets, findings, verify, measure)
+            if verify and self.options.sanitize and findings.passed:
+                findings.add_sanitizer(self._timed(findings, "sanitize",
+                                                   lambda: self._sanitize(built, sets[0], self.options.sanitize)))
             if profile and findings.timing is not None and findings.passed:
                 findings.profile = self._timed(findings, "profile", lambda: self._profile(built, sets))
         timing = findings.timing
@@ -333,6 +366,18 @@ class CandidateEvaluator:
             return Measurement(timing, [escape])
         return Measurement(timing, [escape, check_timed_outputs(sets, self._verification_context())])
 
+    def _sanitize(self, built: BuildStage, shared: SharedSet,
+                  tools: tuple[SanitizerTool, ...]) -> list[SanitizerResult]:
+        """One call on seeded inputs under each checker, each in a driver process of its own."""
+        program = built.program
+        assert program is not None, "only a built candidate runs"
+        _fill_with_seeds(self.references, [shared])
+        gpu = self._require_gpu()
+        call = SanitizedCall(command=program.command(filtered=self.sandbox is not None), view=program.view(),
+                             tensor_set=shared.ipc(), device=gpu, flush_bytes=flush_bytes(gpu),
+                             timeout_s=self.options.timeout_s, sandbox=self.sandbox)
+        return [sanitize_call(call, tool) for tool in tools]
+
     def _score(self, timing: CandidateTiming) -> Score:
         time_ms = timing.event.median_ms
         roofline, floor_check = roofline_check(self.roofline, time_ms)
@@ -373,7 +418,8 @@ class CandidateEvaluator:
                                    resources=[r.render() for r in build.resources]),
             checks=findings.checks, weakly_checked=findings.weakly_checked, timing=findings.timing,
             baseline=score.baseline if score else None, speedup=score.speedup if score else None,
-            roofline=score.roofline if score else None, profile=findings.profile, memory=findings.plan,
+            roofline=score.roofline if score else None, profile=findings.profile, sanitizer=findings.sanitizer,
+            memory=findings.plan,
             failure=findings.harness_failure, seconds={"build": build.seconds} | findings.seconds,
         )
 

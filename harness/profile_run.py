@@ -18,7 +18,7 @@ from kernelblaster.tools.driver_process import DriverError, DriverProgram, Drive
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.ncu import check_ncu_run, export_details, locate_ncu, profile_command, profile_prefix
 from kernelblaster.tools.sandbox import Sandbox, SandboxView
-from kernelblaster.tools.toolkit import ToolUnavailable
+from kernelblaster.tools.toolkit import ToolUnavailable, tool_installation
 
 PROFILE_WARMUP = 3
 # ncu replays every kernel once per metric pass (about 20 for these sections), so a call costs far more.
@@ -68,11 +68,10 @@ def _ncu_installation(ncu: Path) -> tuple[Path, ...]:
     """ncu, the folder it is installed in (its toolkit, when it sits in a toolkit's bin/), and where a
     toolkit's `ncu`, a launcher script, finds Nsight Compute itself: beside the toolkit, or NVIDIA's
     default install folder (on the GPU machine: /opt/nvidia/nsight-compute/2025.3.1)."""
-    home = ncu.resolve().parent
-    toolkit = home.parent if home.name == "bin" else home
-    bundled = [path.resolve() for path in sorted(toolkit.glob("nsight-compute*"))]
+    installed = tool_installation(ncu)
+    bundled = [path.resolve() for path in sorted(installed[-1].glob("nsight-compute*"))]
     default = [NSIGHT_COMPUTE_HOME] if NSIGHT_COMPUTE_HOME.is_dir() else []
-    return (ncu, toolkit, *bundled, *default)
+    return (*installed, *bundled, *default)
 
 
 def _ncu_missing() -> ProfileUnavailable | None:

@@ -1,6 +1,6 @@
 """What evaluating candidates needs from this machine, checked before a run writes anything: a visible
-NVIDIA GPU for every index asked for, nvcc, ncu when kernels are to be profiled, and the OS sandbox unless
-the user runs candidates unconfined."""
+NVIDIA GPU for every index asked for, nvcc, ncu when kernels are to be profiled, compute-sanitizer when they
+are to be sanitized, and the OS sandbox unless the user runs candidates unconfined."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.ncu import locate_ncu
 from kernelblaster.tools.nvcc import find_nvcc
 from kernelblaster.tools.sandbox import UNSAFE_FLAG, probe_sandbox
+from kernelblaster.tools.sanitizer import locate_sanitizer
 from kernelblaster.tools.toolkit import ToolUnavailable
 
 
@@ -19,9 +20,9 @@ def visible_gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def missing_for_run(gpus: Sequence[int], profile: bool, unsafe_no_sandbox: bool) -> list[str]:
-    """What this machine lacks to evaluate candidates on `gpus` (and profile them if `profile`), in the OS
-    sandbox unless `unsafe_no_sandbox`; empty if nothing."""
+def missing_for_run(gpus: Sequence[int], profile: bool, unsafe_no_sandbox: bool, sanitize: bool) -> list[str]:
+    """What this machine lacks to evaluate candidates on `gpus` (and profile them if `profile`, run them under
+    compute-sanitizer if `sanitize`), in the OS sandbox unless `unsafe_no_sandbox`; empty if nothing."""
     missing = []
     count = visible_gpu_count()
     if count == 0:
@@ -35,6 +36,9 @@ def missing_for_run(gpus: Sequence[int], profile: bool, unsafe_no_sandbox: bool)
     located = locate_ncu() if profile else None
     if isinstance(located, ToolUnavailable):
         missing.append(f"{located.reason}; or pass --no-profile to run without profiles")
+    sanitizer = locate_sanitizer() if sanitize else None
+    if isinstance(sanitizer, ToolUnavailable):
+        missing.append(f"{sanitizer.reason}, for --sanitize")
     sandbox = None if unsafe_no_sandbox else probe_sandbox()
     if isinstance(sandbox, str):
         missing.append(f"the OS sandbox ({sandbox}); or pass {UNSAFE_FLAG} to run candidates unconfined")

@@ -13,16 +13,17 @@ from pydantic import BaseModel, Field
 from kernelblaster.harness.memory_plan import MemoryPlan
 from kernelblaster.harness.profile import ProfileOutcome
 from kernelblaster.harness.stats import TimingStats
+from kernelblaster.tools.sanitizer import SanitizerResult
 
 Verdict = Literal["ok", "compile_error", "static_violation", "incorrect", "crash", "timeout", "suspicious", "no_gpu",
-                  "too_large", "harness_error", "forged_result", "sandbox_violation"]
+                  "too_large", "harness_error", "forged_result", "sandbox_violation", "sanitizer_error"]
 
 # Verdicts that say nothing about the candidate: the harness or the machine could not judge it.
 NOT_THE_CANDIDATES: frozenset[Verdict] = frozenset({"no_gpu", "too_large", "harness_error"})
 
 CHECK_ORDER = (
     "static", "compile", "runs", "outputs_written", "correct", "inputs_unchanged", "deterministic",
-    "no_caching", "special_values", "stream_escape", "timed_outputs", "roofline",
+    "no_caching", "special_values", "sanitizer", "stream_escape", "timed_outputs", "roofline",
 )
 
 
@@ -113,10 +114,11 @@ class EvalResult(BaseModel):
     """Everything the harness found about one candidate on one problem."""
 
     verdict: Verdict = Field(description="ok, or why not: compile_error, static_violation, incorrect, crash, timeout, "
-                                         "suspicious (faster than the roofline floor), forged_result (a result "
-                                         "that was not the driver's), sandbox_violation (the sandbox blocked what "
-                                         "it tried), no_gpu, too_large (the problem does not fit this GPU), "
-                                         "harness_error (the harness failed)")
+                                         "sanitizer_error (compute-sanitizer, asked for with --sanitize, found "
+                                         "errors: see `sanitizer`), suspicious (faster than the roofline floor), "
+                                         "forged_result (a result that was not the driver's), sandbox_violation "
+                                         "(the sandbox blocked what it tried), no_gpu, too_large (the problem does "
+                                         "not fit this GPU), harness_error (the harness failed)")
     summary: str = Field(description="The verdict's reason in one line")
     problem: str = Field(description="Path of the problem file")
     problem_sha256: str = Field(description="SHA-256 of the problem file's text")
@@ -137,6 +139,9 @@ class EvalResult(BaseModel):
                                                               "above 1 the candidate is faster)")
     roofline: Roofline | None = Field(default=None, description="The roofline floor and where the candidate is")
     profile: ProfileOutcome | None = Field(default=None, description="The Nsight Compute profile, when asked for")
+    sanitizer: list[SanitizerResult] = Field(default=[], description="compute-sanitizer's findings, one run per "
+                                                                     "checker asked for with --sanitize; empty when "
+                                                                     "none ran")
     memory: MemoryPlan | None = Field(default=None, description="How the evaluation used GPU memory; None when it "
                                                                 "never reached the GPU")
     failure: HarnessFailure | None = Field(default=None, description="For harness_error: the exception in full")

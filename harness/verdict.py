@@ -2,8 +2,9 @@
 verdict and its one-line summary (`decide`).
 
 The order of the rules is the order of responsibility: a build that failed is the candidate's; an
-exception in the harness, a missing GPU and a problem too large for the GPU say nothing about the
-candidate; a crash or hang is the candidate's; then the first failed check; then the roofline.
+exception in the harness (or a compute-sanitizer run that gave no report), a missing GPU and a problem too
+large for the GPU say nothing about the candidate; a crash or hang is the candidate's; then the first
+failed check (`sanitizer_error` when it is compute-sanitizer's); then the roofline.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from kernelblaster.harness.result import (
     Verdict,
 )
 from kernelblaster.harness.verify import DriverFailure, Verification
+from kernelblaster.tools.sanitizer import SanitizerResult, render_sanitizer_report
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class Findings:
     timing: CandidateTiming | None = None
     score: Score | None = None
     profile: ProfileOutcome | None = None
+    sanitizer: list[SanitizerResult] = field(default_factory=list)
 
     @classmethod
     def of_build(cls, build: BuildResult) -> Findings:
@@ -74,7 +77,7 @@ class Findings:
         """What an earlier stage (verification) left in its result, to go on from."""
         seconds = {name: value for name, value in result.seconds.items() if name != "build"}
         return cls(checks=list(result.checks), weakly_checked=result.weakly_checked, seconds=seconds,
-                   plan=result.memory)
+                   plan=result.memory, sanitizer=list(result.sanitizer))
 
     @property
     def passed(self) -> bool:
@@ -86,6 +89,23 @@ class Findings:
         self.checks += verification.checks
         self.weakly_checked = verification.weakly_checked
         self.driver_failure = verification.failure
+
+    def add_sanitizer(self, results: list[SanitizerResult]) -> None:
+        """compute-sanitizer's runs on a verified candidate: errors fail the `sanitizer` check; a run that gave
+        no report is the harness's failure (no verdict on the candidate, no reward either)."""
+        self.sanitizer = results
+        tools = ", ".join(result.tool.value for result in results)
+        found = [result for result in results if result.status == "errors"]
+        unfinished = next((result for result in results if result.status != "clean"), None)
+        if found:
+            detail = "\n".join(render_sanitizer_report(result) for result in found)
+            self.checks.append(CheckResult(name="sanitizer", passed=False, detail=detail))
+        elif unfinished is not None:
+            self.harness_failure = HarnessFailure(stage="sanitize", traceback="", error=(
+                f"compute-sanitizer {unfinished.tool.value} gave no report: {unfinished.reason}"))
+        else:
+            self.checks.append(CheckResult(name="sanitizer", passed=True,
+                                           detail=f"compute-sanitizer {tools}: no errors"))
 
     def add_measurement(self, measurement: Measurement) -> None:
         self.timing = measurement.timing
@@ -118,6 +138,8 @@ def decide(build: BuildResult, findings: Findings) -> tuple[Verdict, str]:
         return findings.driver_failure.verdict, findings.driver_failure.detail
     failed = next((c for c in findings.checks if not c.passed and c.name != "roofline"), None)
     if failed is not None:
+        if failed.name == "sanitizer":  # a multi-line report: its count and first finding make the line
+            return "sanitizer_error", " ".join(line.strip() for line in failed.detail.splitlines()[:3])
         return "incorrect", f"failed check '{failed.name}': {failed.detail}"
     if findings.score is not None and not findings.score.floor_check.passed:
         return "suspicious", findings.score.floor_check.detail

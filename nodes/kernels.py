@@ -20,7 +20,10 @@ from kernelblaster.harness.result import NOT_THE_CANDIDATES, EvalResult
 from kernelblaster.nodes.prompting import load_prompt
 from kernelblaster.tools.errors import UserFacingError
 
+# A compiler log longer than this keeps its head (the first error, which usually causes the rest) and its
+# tail (the last errors and the summary), the head taking the larger share.
 COMPILE_LOG_CHARS = 4000
+COMPILE_LOG_HEAD_SHARE = 0.6
 CHOICE_REASON_CHARS = 400
 HARNESS_RETRIES = 1
 _FENCED = re.compile(r"```[a-zA-Z+]*\n(.*?)```", re.DOTALL)
@@ -123,11 +126,20 @@ def save_candidate(files: RunFiles, answer: CudaAnswer, label: str) -> Candidate
 
 
 def compile_feedback(candidate: Candidate, result: EvalResult) -> Feedback:
-    log = result.compile_log.strip()
-    if len(log) > COMPILE_LOG_CHARS:
-        log = "...\n" + log[-COMPILE_LOG_CHARS:]
+    log = head_and_tail(result.compile_log.strip(), COMPILE_LOG_CHARS, COMPILE_LOG_HEAD_SHARE)
     message = result.summary + (f"\nCompiler output:\n{log}" if log else "")
     return Feedback(stage="compile", candidate_source=candidate.source, message=message)
+
+
+def head_and_tail(text: str, budget: int, head_share: float) -> str:
+    """`text` whole if it fits in `budget` characters, else its first and last lines within the budget (the
+    head taking `head_share` of it), with a line saying how much was left out between them."""
+    if len(text) <= budget:
+        return text
+    head = text[:int(budget * head_share)]
+    tail = text[len(text) - (budget - len(head)):]
+    head, tail = head[:head.rfind("\n") + 1 or len(head)], tail[tail.find("\n") + 1:]
+    return f"{head}... ({len(text) - len(head) - len(tail)} characters left out) ...\n{tail}"
 
 
 def verify_feedback(candidate: Candidate, result: EvalResult) -> Feedback:

@@ -47,6 +47,7 @@ START_TIMEOUT_S = 60.0  # loading the library and, under ncu, ncu's own start-up
 EXIT_TIMEOUT_S = 10.0
 WRAPPED_EXIT_TIMEOUT_S = 300.0  # a wrapper such as ncu writes its report after the driver exits
 FATAL_EXIT_WAIT_S = 5.0
+WRAPPED_FATAL_EXIT_WAIT_S = 60.0  # a wrapper (compute-sanitizer, ncu) writes its report after a crash too
 BLOCKED_EXIT_STATUS = 159  # the launcher's status after a blocked system call (128 + SIGSYS)
 # A backstop for the whole driver process; each request has its own wall-clock timeout.
 DRIVER_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share(), cpu_seconds=3600)
@@ -298,6 +299,7 @@ class DriverSession:
         self._launch = prepare(self.argv, view, sandbox, env=env)
         default_exit_timeout_s = WRAPPED_EXIT_TIMEOUT_S if wrapper else EXIT_TIMEOUT_S
         self._exit_timeout_s = exit_timeout_s if exit_timeout_s is not None else default_exit_timeout_s
+        self._fatal_exit_wait_s = WRAPPED_FATAL_EXIT_WAIT_S if wrapper else FATAL_EXIT_WAIT_S
         self._allowance = allowance
         self._process: subprocess.Popen[bytes] | None = None
         self._stdout_buffer = b""
@@ -416,7 +418,7 @@ class DriverSession:
         reply = DriverReply.model_validate(raw)
         if not reply.ok:
             if reply.fatal:
-                self._wait_for_exit(FATAL_EXIT_WAIT_S)
+                self._wait_for_exit(self._fatal_exit_wait_s)
             raise DriverCrashed(
                 reply.error or "the driver reported an error", self.exit_status, self.stderr_tail(), reply.rc
             )
@@ -510,7 +512,7 @@ class DriverSession:
         return line
 
     def _died(self, command: str) -> DriverCrashed:
-        self._wait_for_exit(FATAL_EXIT_WAIT_S)
+        self._wait_for_exit(self._fatal_exit_wait_s)
         return DriverCrashed(f"the driver exited without replying to '{command}'", self.exit_status, self.stderr_tail())
 
     def _wait_for_exit(self, timeout_s: float) -> None:

@@ -24,6 +24,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import file_problem
+from kernelblaster.tools.sanitizer import SanitizerTool
 
 
 class UsageError(UserFacingError):
@@ -140,6 +141,13 @@ def _known_libraries(names: Iterable[str]) -> tuple[str, ...]:
     return lowered
 
 
+def _sanitizer_names(value: Any) -> Any:
+    """`"memcheck,racecheck"` -> the checkers; a flag given with no names is a mistake, not "none"."""
+    if isinstance(value, str) and not _comma_list(value):
+        raise ValueError(f"name at least one checker: {', '.join(tool.value for tool in SanitizerTool)}")
+    return _comma_list(value)
+
+
 def _endpoint_url(text: str) -> str:
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -167,6 +175,8 @@ Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 GpuIndices = Annotated[tuple[GpuIndex, ...], BeforeValidator(_comma_list), AfterValidator(_no_repeats),
                        Field(min_length=1)]
 Libraries = Annotated[tuple[str, ...], BeforeValidator(_comma_list), AfterValidator(_known_libraries)]
+# compute-sanitizer checkers, `--sanitize memcheck,racecheck`; empty: none.
+SanitizerTools = Annotated[tuple[SanitizerTool, ...], BeforeValidator(_sanitizer_names), AfterValidator(_no_repeats)]
 EndpointUrl = Annotated[str, AfterValidator(_endpoint_url)]
 # A path kept as the text given (run.json and Studio store it so); never empty.
 PathText = Annotated[str, AfterValidator(_path_text)]

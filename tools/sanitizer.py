@@ -1,24 +1,23 @@
-"""compute-sanitizer: run a command under one of its checkers (memcheck, racecheck, initcheck) and turn
-its report into a typed result: the error count from its summary and the first few error reports.
+"""compute-sanitizer: the argv that runs a program under one of its checkers (memcheck, racecheck,
+initcheck), its report as a typed result (the error count from its summary and the first few error
+reports), and that result as the text the lowering agent reads. The harness runs the test driver under it
+(harness/sanitize_run.py).
 
 The sanitizer writes its report to a log file, so a program that talks JSON on stdout (the test driver)
-keeps a clean stdout. A machine without compute-sanitizer gets an "unavailable" result, not an exception.
+keeps a clean stdout.
+Failed CUDA API calls are not reported (`--report-api-errors no`): the test driver makes some that it
+expects to fail (an L2 reset a MIG slice refuses), and a candidate's own failed calls reach the harness
+through their return codes anyway; what the checkers find in kernels is what is reported.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
-import subprocess
-import tempfile
-from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from kernelblaster.tools.toolkit import ToolUnavailable, find_cuda_tool
 
@@ -44,19 +43,23 @@ class SanitizerTool(StrEnum):
 class SanitizerFinding(BaseModel):
     """One reported problem: its first line ("Invalid __global__ write of size 4 bytes") and detail lines."""
 
-    headline: str
-    details: list[str]
+    headline: str = Field(description="The report's first line: what went wrong")
+    details: list[str] = Field(description="Where: the kernel and source line, the thread and block, the "
+                                           "address; host backtraces left out")
 
 
 class SanitizerResult(BaseModel):
-    """What one sanitizer run found. `error_count` is the summary's count, None when there was no summary."""
+    """What one sanitizer run found."""
 
-    tool: SanitizerTool
-    status: Literal["clean", "errors", "unavailable", "failed"]
-    error_count: int | None = None
-    findings: list[SanitizerFinding] = []
-    reason: str = ""
-    output_tail: str = ""
+    tool: SanitizerTool = Field(description="The checker: memcheck, racecheck or initcheck")
+    status: Literal["clean", "errors", "unavailable", "failed"] = Field(
+        description="clean: no errors; errors: see findings; unavailable: no compute-sanitizer here; failed: "
+                    "the run ended without a report (reason says why)")
+    error_count: int | None = Field(default=None, description="The summary's error count; None without a summary")
+    findings: list[SanitizerFinding] = Field(default=[], description="The first few errors reported")
+    reason: str = Field(default="", description="Why the run was unavailable or failed")
+    output_tail: str = Field(default="", description="The end of the sanitizer's and the program's output, when "
+                                                     "the run failed")
 
 
 def locate_sanitizer() -> Path | ToolUnavailable:
@@ -66,42 +69,22 @@ def locate_sanitizer() -> Path | ToolUnavailable:
 
 def sanitizer_prefix(executable: Path, tool: SanitizerTool, log_path: Path) -> list[str]:
     """The argv to put in front of a program to check it with `tool`, the report going to `log_path`."""
-    return [str(executable), "--tool", tool.value, "--log-file", str(log_path), "--show-backtrace", "device"]
+    return [str(executable), "--tool", tool.value, "--log-file", str(log_path), "--show-backtrace", "device",
+            "--report-api-errors", "no"]
 
 
-def run_sanitizer(argv: Sequence[str], tool: SanitizerTool = SanitizerTool.MEMCHECK, *, input_text: str = "",
-                  timeout_s: float = 600.0, max_findings: int = DEFAULT_MAX_FINDINGS) -> SanitizerResult:
-    """Run `argv` under compute-sanitizer's `tool`, feeding it `input_text` on stdin."""
-    executable = locate_sanitizer()
-    if isinstance(executable, ToolUnavailable):
-        return SanitizerResult(tool=tool, status="unavailable", reason=executable.reason)
-    with tempfile.TemporaryDirectory(prefix="kb-sanitizer-") as scratch:
-        log_path = Path(scratch) / "sanitizer.log"
-        returncode, output = _run_in_own_session([*sanitizer_prefix(executable, tool, log_path), *argv],
-                                                 input_text, timeout_s)
-        report = log_path.read_text(errors="replace") if log_path.is_file() else ""
-    if returncode is None:
-        return SanitizerResult(tool=tool, status="failed", reason=f"timed out after {timeout_s:g} s",
-                               output_tail=_tail(report + output))
-    result = parse_sanitizer_output(report, tool, max_findings=max_findings)
-    if result.status == "failed":
-        return result.model_copy(update={
-            "reason": f"{result.reason} (exit status {returncode})", "output_tail": _tail(report + output)})
-    return result
-
-
-def _run_in_own_session(argv: list[str], input_text: str, timeout_s: float) -> tuple[int | None, str]:
-    """Run `argv`; on timeout kill its whole process group (the sanitizer and the program it started)."""
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, errors="replace", start_new_session=True)
-    try:
-        output, _ = process.communicate(input_text, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):  # the group may already be gone
-            os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        return None, output
-    return process.returncode, output
+def render_sanitizer_report(result: SanitizerResult) -> str:
+    """The result as the lowering agent reads it: the count, then each finding with where it happened."""
+    if result.status in ("unavailable", "failed"):
+        return f"compute-sanitizer {result.tool.value} gave no report: {result.reason}"
+    if result.status == "clean":
+        return f"compute-sanitizer {result.tool.value}: no errors"
+    count = result.error_count or len(result.findings)
+    lines = [f"compute-sanitizer {result.tool.value}: {count} error{'s' if count != 1 else ''}"
+             + (f" (the first {len(result.findings)} shown)" if count > len(result.findings) else "")]
+    for finding in result.findings:
+        lines += [f"- {finding.headline}", *(f"    {detail}" for detail in finding.details)]
+    return "\n".join(lines)
 
 
 def parse_sanitizer_output(text: str, tool: SanitizerTool, *,

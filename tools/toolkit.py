@@ -48,3 +48,11 @@ def find_cuda_tool(executable: str, env_var: str) -> Path | ToolUnavailable:
     searched = ", ".join(str(d) for d in toolkit_dirs)
     return ToolUnavailable(reason=f"{executable} not found (set {env_var}, or put it on PATH; also looked in "
                                  f"{searched})")
+
+
+def tool_installation(executable: Path) -> tuple[Path, ...]:
+    """What a sandbox must show for a toolkit program to run: the program, and the folder it is installed in,
+    which for a program in a toolkit's bin/ is the whole toolkit (compute-sanitizer and ncu keep their
+    libraries and helpers in folders of their own beside bin/)."""
+    home = executable.resolve().parent
+    return (executable, home.parent if home.name == "bin" else home)

@@ -161,7 +161,8 @@ def test_baseline_without_a_gpu_is_a_one_line_error(capsys: pytest.CaptureFixtur
 @pytest.mark.parametrize(
     ("verdict", "status"),
     [("ok", 0), ("incorrect", 1), ("compile_error", 1), ("suspicious", 1), ("crash", 1), ("timeout", 1),
-     ("forged_result", 1), ("sandbox_violation", 1), ("harness_error", 3), ("too_large", 4), ("no_gpu", 5)],
+     ("forged_result", 1), ("sandbox_violation", 1), ("sanitizer_error", 1), ("harness_error", 3), ("too_large", 4),
+     ("no_gpu", 5)],
 )
 def test_eval_exit_status_says_whether_the_candidate_or_something_else_failed(verdict: Verdict, status: int) -> None:
     result = EvalResult(verdict=verdict, summary="", problem="p.py", problem_sha256="0", candidate="c.cu",
@@ -222,6 +223,9 @@ def test_header_of_a_broken_problem_is_a_one_line_error(capsys: pytest.CaptureFi
         (["--timeout", "inf"], "--timeout inf: input should be a finite number"),
         (["--gpu", "-1"], "--gpu -1: input should be greater than or equal to 0"),
         (["--arch", "volta"], "--arch volta: expected a GPU architecture such as sm_90"),
+        (["--sanitize", "valgrind"], "--sanitize valgrind: input should be 'memcheck', 'racecheck' or 'initcheck'"),
+        (["--sanitize", ","], "--sanitize ,: name at least one checker: memcheck, racecheck, initcheck"),
+        (["--sanitize", "memcheck,memcheck"], "--sanitize memcheck,memcheck: lists memcheck more than once"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     ],
 )

@@ -1,11 +1,13 @@
 """harness/verdict.py: the one place a verdict is decided, from what the stages found, in the order of
-responsibility; and how an exception of the harness is kept (one line, the traceback aside)."""
+responsibility; how an exception of the harness is kept (one line, the traceback aside); and how
+compute-sanitizer's runs on a verified candidate count (reports from tests/fixtures/sanitizer_stand_in.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from fixtures.sanitizer_stand_in import CLEAN, MEMCHECK_OUT_OF_BOUNDS, NO_SUMMARY
 
 from kernelblaster.harness.build import BuildResult
 from kernelblaster.harness.memory_plan import GIB, MIB, GpuMemory, ProblemSizes, plan_memory
@@ -14,6 +16,7 @@ from kernelblaster.harness.stats import TimingStats
 from kernelblaster.harness.verdict import Findings, Measurement, Score, decide
 from kernelblaster.harness.verify import DriverFailure, Verification
 from kernelblaster.tools.driver_process import DriverCrashed, DriverForged
+from kernelblaster.tools.sanitizer import SanitizerTool, parse_sanitizer_output
 
 BUILT = BuildResult(stage="ok", violations=[], compile=None, link=None, source_path=Path("candidate.cu"),
                     header_path=Path("kb_problem.h"), program=None)
@@ -138,3 +141,33 @@ def test_a_measured_correct_kernel_is_ok_with_its_time() -> None:
 def test_a_verified_kernel_not_yet_timed_is_ok() -> None:
     assert decide(BUILT, Findings(checks=passing("static", "compile", "runs", "correct"))) == (
         "ok", "passed every correctness check")
+
+
+def sanitized(*reports: tuple[SanitizerTool, str]) -> Findings:
+    """A verified candidate's findings after compute-sanitizer runs that printed `reports`."""
+    findings = Findings(checks=passing("static", "compile", "runs", "correct"))
+    findings.add_sanitizer([parse_sanitizer_output(text, tool) for tool, text in reports])
+    return findings
+
+
+def test_compute_sanitizer_errors_make_it_a_sanitizer_error_naming_the_first_finding() -> None:
+    findings = sanitized((SanitizerTool.MEMCHECK, MEMCHECK_OUT_OF_BOUNDS), (SanitizerTool.RACECHECK, CLEAN))
+    verdict, summary = decide(BUILT, findings)
+    assert verdict == "sanitizer_error"
+    assert summary == ("compute-sanitizer memcheck: 1 error - Invalid __global__ read of size 4 bytes "
+                       "at swish_scale(const float *, float *, long)+0x70 in candidate.cu:12")
+    assert findings.checks[-1].name == "sanitizer" and not findings.passed
+
+
+def test_clean_compute_sanitizer_runs_pass_the_sanitizer_check() -> None:
+    findings = sanitized((SanitizerTool.MEMCHECK, CLEAN), (SanitizerTool.RACECHECK, CLEAN))
+    assert decide(BUILT, findings) == ("ok", "passed every correctness check")
+    assert findings.checks[-1] == CheckResult(name="sanitizer", passed=True,
+                                              detail="compute-sanitizer memcheck, racecheck: no errors")
+
+
+def test_a_compute_sanitizer_run_without_a_report_is_the_harness_failing_not_the_candidate() -> None:
+    verdict, summary = decide(BUILT, sanitized((SanitizerTool.MEMCHECK, CLEAN), (SanitizerTool.RACECHECK, NO_SUMMARY)))
+    assert verdict == "harness_error"
+    assert summary == ("the harness failed in stage sanitize, not the candidate: compute-sanitizer racecheck gave no "
+                       "report: compute-sanitizer printed no error summary")

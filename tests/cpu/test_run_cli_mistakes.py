@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import stat
@@ -36,7 +37,9 @@ from fixtures.graph.scenario import (
 from kernelblaster.graph import api, services
 from kernelblaster.graph.run_files import RunFiles
 from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.tools import toolkit
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.sanitizer import SANITIZER_ENV_VAR
 
 
 @pytest.fixture(autouse=True)
@@ -87,6 +90,8 @@ def waiting_run(tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.
     (["--llm-timeout", "inf"], "--llm-timeout inf: input should be a finite number"),
     (["--max-concurrent-requests", "0"], "--max-concurrent-requests 0: input should be greater than or equal to 1"),
     (["--precision", "fp8"], "--precision fp8: input should be 'strict', 'tf32', 'fp16' or 'pytorch-default'"),
+    (["--sanitize", "memchek"], "--sanitize memchek: input should be 'memcheck', 'racecheck' or 'initcheck'"),
+    (["--sanitize", ""], "--sanitize '': name at least one checker: memcheck, racecheck, initcheck"),
     (["--model", ""], "--model '': string should have at least 1 character"),
     (["--kb", ""], "--kb '': an empty path; leave the flag out to use the default"),
     (["--kb", "empty.cu"], "KB file "),
@@ -198,6 +203,22 @@ def test_optimize_without_a_gpu_names_what_is_missing_and_leaves_no_run_director
         finished = kernelblaster(capsys, "optimize", PROBLEM, "--llm", "human", "--kb", "kb.json")
         assert finished.status == 2
         assert finished.error_line.startswith("cannot run here: the run needs an NVIDIA GPU (no CUDA GPU is visible)")
+    assert folder_picture(tmp_path) == before
+
+
+def test_optimize_asked_to_sanitize_without_compute_sanitizer_names_it_and_leaves_no_run_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv(SANITIZER_ENV_VAR, raising=False)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setattr(toolkit, "DEFAULT_CUDA_HOME", tmp_path / "no-cuda")
+    before = folder_picture(tmp_path)
+    finished = kernelblaster(capsys, "optimize", PROBLEM, "--llm", "human", "--kb", "kb.json", "--no-profile",
+                             "--unsafe-no-sandbox", "--sanitize", "memcheck")
+    assert finished.status == 2
+    assert finished.error_line.startswith("cannot run here: the run needs ")
+    assert re.search(r"compute-sanitizer not found \(set KERNELBLASTER_COMPUTE_SANITIZER, or put it on PATH; [^)]*\), "
+                     r"for --sanitize", finished.error_line)
     assert folder_picture(tmp_path) == before
 
 

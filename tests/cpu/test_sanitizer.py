@@ -1,8 +1,10 @@
-"""compute-sanitizer report parsing and running (no GPU here: stand-in scripts and sample reports).
+"""compute-sanitizer: its reports parsed and rendered, and one call of a driver run under it
+(harness/sanitize_run.py). No GPU here: a stand-in script plays compute-sanitizer
+(tests/fixtures/sanitizer_stand_in.py) around the protocol double of the driver.
 
-The sample reports below are hand-written from the report format in NVIDIA's Compute Sanitizer
-documentation (a "=========" prefix, a headline per problem, indented details, a summary line); they
-are not recordings of a real run.
+The sample reports are hand-written from the report format in NVIDIA's Compute Sanitizer documentation
+(a "=========" prefix, a headline per problem, indented details, a summary line); they are not
+recordings of a real run.
 """
 
 from __future__ import annotations
@@ -11,14 +13,22 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures import sanitizer_stand_in
+from fixtures.sanitizer_stand_in import CLEAN, MEMCHECK_OUT_OF_BOUNDS, NO_SUMMARY
 
+from kernelblaster.harness.sanitize_run import SanitizedCall, require_sanitizer, sanitize_call
 from kernelblaster.tools import toolkit
+from kernelblaster.tools.driver_process import IpcTensor, TensorSet
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.sandbox import SandboxView
 from kernelblaster.tools.sanitizer import (
     SANITIZER_ENV_VAR,
     SanitizerTool,
     parse_sanitizer_output,
-    run_sanitizer,
+    render_sanitizer_report,
 )
+
+FAKE_DRIVER = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "fake_driver_protocol.py"
 
 # Written from the documented memcheck format: an out-of-bounds write, then the API error it causes.
 MEMCHECK_TWO_ERRORS = "\n".join([
@@ -106,6 +116,21 @@ def test_report_without_summary_is_a_failed_run() -> None:
     assert "terminated before first instrumented API call" in result.output_tail
 
 
+def test_a_report_is_rendered_for_the_agent_with_where_each_error_happened() -> None:
+    text = render_sanitizer_report(parse_sanitizer_output(MEMCHECK_OUT_OF_BOUNDS, SanitizerTool.MEMCHECK))
+    assert text.splitlines()[:3] == [
+        "compute-sanitizer memcheck: 1 error",
+        "- Invalid __global__ read of size 4 bytes",
+        "    at swish_scale(const float *, float *, long)+0x70 in candidate.cu:12",
+    ]
+    assert "Host Frame" not in text
+
+
+def test_a_rendered_report_says_when_only_the_first_errors_are_shown() -> None:
+    result = parse_sanitizer_output(MEMCHECK_TWO_ERRORS, SanitizerTool.MEMCHECK, max_findings=1)
+    assert render_sanitizer_report(result).startswith("compute-sanitizer memcheck: 2 errors (the first 1 shown)")
+
+
 @pytest.fixture
 def no_sanitizer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(SANITIZER_ENV_VAR, raising=False)
@@ -114,56 +139,51 @@ def no_sanitizer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(toolkit, "DEFAULT_CUDA_HOME", tmp_path / "no-cuda")
 
 
+def one_call() -> SanitizedCall:
+    x = IpcTensor(handle_hex="ab" * 64, offset=0, dtype=0, shape=[4, 8], strides=[8, 1])
+    return SanitizedCall(command=[sys.executable, str(FAKE_DRIVER)], view=SandboxView(),
+                         tensor_set=TensorSet(inputs=[x], params=[], outputs=[x.model_copy(update={"offset": 512})]),
+                         device=0, flush_bytes=0, timeout_s=0.05, sandbox=None)
+
+
 @pytest.mark.usefixtures("no_sanitizer")
-def test_missing_sanitizer_gives_an_unavailable_result() -> None:
-    result = run_sanitizer(["./driver"], SanitizerTool.RACECHECK)
+def test_without_compute_sanitizer_a_run_is_unavailable_and_asking_for_one_is_a_one_line_error() -> None:
+    result = sanitize_call(one_call(), SanitizerTool.RACECHECK)
     assert (result.status, result.tool) == ("unavailable", SanitizerTool.RACECHECK)
-    assert "compute-sanitizer not found" in result.reason
+    with pytest.raises(UserFacingError, match=r"^--sanitize needs compute-sanitizer: compute-sanitizer not found"):
+        require_sanitizer()
 
 
-def _stand_in_sanitizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, report: str) -> None:
-    """A script used as compute-sanitizer: it runs the program, then writes `report` to the --log-file."""
-    sample = tmp_path / "sample.log"
-    sample.write_text(report)
-    script = tmp_path / "compute-sanitizer"
-    script.write_text(f"""#!/bin/sh
-printf "%s\\n" "$@" > "{tmp_path}/args"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --log-file) log="$2"; shift 2;;
-    --tool|--show-backtrace) shift 2;;
-    *) break;;
-  esac
-done
-"$@"
-status=$?
-cat "{sample}" > "$log"
-exit $status
-""")
-    script.chmod(0o755)
-    monkeypatch.setenv(SANITIZER_ENV_VAR, str(script))
+def test_the_driver_runs_under_the_checker_with_its_report_in_a_log_file(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    args = sanitizer_stand_in.install(tmp_path, monkeypatch, CLEAN)
+    assert sanitize_call(one_call(), SanitizerTool.RACECHECK).status == "clean"
+    recorded = args.read_text().splitlines()
+    assert recorded[:2] == ["--tool", "racecheck"]
+    assert recorded[recorded.index("--report-api-errors") + 1] == "no"
+    assert recorded[recorded.index("--log-file") + 1].endswith("racecheck.log")
+    assert recorded[-1] == str(FAKE_DRIVER)
 
 
-def test_run_reads_the_report_from_the_log_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _stand_in_sanitizer(tmp_path, monkeypatch, MEMCHECK_TWO_ERRORS)
-    program = [sys.executable, "-c", "import sys; sys.stdout.write(sys.stdin.read())"]
-    result = run_sanitizer(program, SanitizerTool.MEMCHECK, input_text='{"mode": "run"}')
-    assert (result.status, result.error_count) == ("errors", 2)
-    args = (tmp_path / "args").read_text().split("\n")
-    assert args[:2] == ["--tool", "memcheck"]
-    assert "--log-file" in args
+def test_errors_in_the_report_stand_when_the_checked_call_failed(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    sanitizer_stand_in.install(tmp_path, monkeypatch, MEMCHECK_OUT_OF_BOUNDS, FAKE_DRIVER_BEHAVIOUR="cuda_error")
+    result = sanitize_call(one_call(), SanitizerTool.MEMCHECK)
+    assert (result.status, result.error_count) == ("errors", 1)
+    assert result.findings[0].details[0].endswith("in candidate.cu:12")
 
 
-def test_run_that_ends_without_a_summary_reports_exit_status(monkeypatch: pytest.MonkeyPatch,
-                                                            tmp_path: Path) -> None:
-    _stand_in_sanitizer(tmp_path, monkeypatch, CRASHED_BEFORE_SUMMARY)
-    result = run_sanitizer([sys.executable, "-c", "print('driver says bye'); raise SystemExit(7)"])
+def test_a_clean_report_of_a_call_that_failed_is_no_verdict(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    sanitizer_stand_in.install(tmp_path, monkeypatch, CLEAN, FAKE_DRIVER_BEHAVIOUR="cuda_error")
+    result = sanitize_call(one_call(), SanitizerTool.MEMCHECK)
     assert result.status == "failed"
-    assert result.reason.endswith("(exit status 7)")
-    assert "driver says bye" in result.output_tail
+    assert result.reason.startswith("the call failed under compute-sanitizer, which reported no errors: "
+                                    "cudaErrorIllegalAddress")
 
 
-def test_run_that_hangs_is_killed_and_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _stand_in_sanitizer(tmp_path, monkeypatch, CLEAN_WITH_PROGRAM_OUTPUT)
-    result = run_sanitizer([sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=0.5)
-    assert (result.status, result.reason) == ("failed", "timed out after 0.5 s")
+def test_a_run_without_a_summary_failed_and_says_how_the_call_ended(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    sanitizer_stand_in.install(tmp_path, monkeypatch, NO_SUMMARY, FAKE_DRIVER_BEHAVIOUR="hang")
+    result = sanitize_call(one_call(), SanitizerTool.MEMCHECK)
+    assert result.status == "failed"
+    assert result.reason.startswith("compute-sanitizer printed no error summary; the call failed: no reply to 'run'")
