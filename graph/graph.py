@@ -12,7 +12,8 @@ Each trajectory (a subgraph, one per `Send`, run in parallel) takes up to L step
     extract_state -> match_state -> select_optimizations --(nothing to try)--> END
     select_optimizations -> lower --(no code)--> record_step
     lower -> compile --(error, tries left)--> lower;  compile --(out of tries)--> record_step
-    compile -> verify --(wrong, tries left)--> lower;  verify --(crash / out of tries)--> record_step
+    compile -> verify --(wrong, tries left)--> lower;  verify --(wrong, out of tries)--> record_step
+    verify --(crash / hang)--> diagnose --(tries left)--> lower;  diagnose --(out of tries)--> record_step
     verify -> evaluate -> record_step --(steps left, not failing)--> extract_state, else END
 
 A run whose token budget is spent ends cleanly: its trajectories stop after their current step, and the
@@ -39,6 +40,7 @@ from langgraph.runtime import Runtime
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.routes import (
     after_compile,
+    after_diagnosis,
     after_extraction,
     after_initial_check,
     after_learning,
@@ -54,6 +56,7 @@ from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import OptimizationInput, OptimizationState, TrajectoryOutput, TrajectoryState
 from kernelblaster.nodes.check_initial import check_initial
 from kernelblaster.nodes.compile import compile_candidate
+from kernelblaster.nodes.diagnose import diagnose
 from kernelblaster.nodes.evaluate import evaluate
 from kernelblaster.nodes.extract_state import extract_state
 from kernelblaster.nodes.finish import finish
@@ -69,7 +72,7 @@ from kernelblaster.nodes.start_iteration import start_iteration
 from kernelblaster.nodes.verify import verify
 from kernelblaster.nodes.write_initial import write_initial
 
-# 100 iterations of 64-step trajectories with 10 + 10 retries per step stay below this many super-steps.
+# A 64-step trajectory with 10 compile, 10 verify and 10 crash retries per step stays below this many super-steps.
 RECURSION_LIMIT = 10_000
 
 # A node or a route: (state, runtime, *, resources) -> the state update, or where to go next.
@@ -91,6 +94,7 @@ def build_trajectory_graph(services: Services) -> TrajectoryGraph:
     graph.add_node("lower", with_resources(lower))
     graph.add_node("compile", with_resources(compile_candidate))
     graph.add_node("verify", with_resources(verify))
+    graph.add_node("diagnose", with_resources(diagnose))
     graph.add_node("evaluate", with_resources(evaluate))
     graph.add_node("record_step", with_resources(record_step))
 
@@ -100,7 +104,8 @@ def build_trajectory_graph(services: Services) -> TrajectoryGraph:
     graph.add_conditional_edges("select_optimizations", after_selection, ["lower", END])
     graph.add_conditional_edges("lower", after_lowering, ["compile", "record_step"])
     graph.add_conditional_edges("compile", after_compile, ["verify", "lower", "record_step"])
-    graph.add_conditional_edges("verify", after_verify, ["evaluate", "lower", "record_step"])
+    graph.add_conditional_edges("verify", after_verify, ["evaluate", "lower", "diagnose", "record_step"])
+    graph.add_conditional_edges("diagnose", after_diagnosis, ["lower", "record_step"])
     graph.add_edge("evaluate", "record_step")
     graph.add_conditional_edges("record_step", with_resources(after_step), ["extract_state", "lower", END])
     return graph.compile(name="trajectory")

@@ -87,10 +87,20 @@ def after_compile(state: TrajectoryState) -> Literal["verify", "lower", "record_
     return "lower" if state.this_step.feedback is not None else "verify"
 
 
-def after_verify(state: TrajectoryState) -> Literal["evaluate", "lower", "record_step"]:
-    if state.this_step.ending is not None:
+def after_verify(state: TrajectoryState) -> Literal["evaluate", "lower", "diagnose", "record_step"]:
+    """Correct goes on to timing; wrong goes back to lower (tries left) or ends the step; a crash or a hang is
+    diagnosed first."""
+    step = state.this_step
+    if step.ending is not None:
         return "record_step"
-    return "lower" if state.this_step.feedback is not None else "evaluate"
+    if step.feedback is None:
+        return "evaluate"
+    return "diagnose" if step.feedback.stage == "run" else "lower"
+
+
+def after_diagnosis(state: TrajectoryState) -> Literal["lower", "record_step"]:
+    """A crash or a hang with tries left goes back to lower with the diagnosis, else ends the step."""
+    return "record_step" if state.this_step.ending is not None else "lower"
 
 
 def after_step(state: TrajectoryState, runtime: Runtime[RunContext], *,

@@ -78,7 +78,7 @@ class Evaluator(Protocol[BuiltT]):
 
     def measure(self, built: BuiltT, verified: EvalResult, profile: bool) -> EvalResult: ...
 
-    def diagnose(self, built: BuiltCandidate) -> SanitizerResult | None:
+    def diagnose(self, built: BuiltT) -> SanitizerResult | None:
         """compute-sanitizer memcheck's report of a candidate that crashed; None without compute-sanitizer."""
 
     def baseline(self) -> BaselineTiming: ...

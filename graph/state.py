@@ -61,9 +61,10 @@ class Candidate(Value):
 
 
 class Feedback(Value):
-    """Why the last candidate failed, as the lowering agent is shown it on a retry."""
+    """Why the last candidate failed, as the lowering agent is shown it on a retry: it did not compile, it
+    computed a wrong result, or it crashed or hung when run."""
 
-    stage: Literal["compile", "verify"]
+    stage: Literal["compile", "verify", "run"]
     candidate_source: str
     message: str
 
@@ -88,6 +89,7 @@ class StepProgress(Value):
     attempts: int = 0
     compile_failures: int = 0
     verify_failures: int = 0
+    run_failures: int = 0
     ending: StepEnding | None = None
 
 

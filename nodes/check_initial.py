@@ -1,8 +1,9 @@
 """`check_initial`: build, verify (numerically, then the soft check) and measure the initial draft.
 
 A draft that passes becomes the initial and best kernel; one that fails leaves feedback for the next
-`write_initial` try. The graph decides from `initial` and `initial_attempts` where to go next. When the
-harness cannot judge the draft even on a second try, no draft could be judged: the run stops with why.
+`write_initial` try (for a crash or a hang, what `diagnose` tells a trajectory's agent). The graph decides
+from `initial` and `initial_attempts` where to go next. When the harness cannot judge the draft even on a
+second try, no draft could be judged: the run stops with why.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from kernelblaster.nodes.kernels import (
     measure_on_gpu,
     measured_kernel,
     not_judged,
+    run_failure_feedback,
     soft_verify,
     verify_feedback,
     verify_on_gpu,
@@ -41,6 +43,8 @@ def check_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
         return _failed(runtime, state, compile_feedback(draft, built.result), built.result.summary, [])
     verified = _judged_or_stop(verify_on_gpu(resources, built))
     files.save(files.result_path(draft.label, "verify"), verified)
+    if verified.verdict in ("crash", "timeout"):
+        return _failed(runtime, state, run_failure_feedback(resources, draft, verified), verified.summary, [])
     if verified.verdict != "ok":
         return _failed(runtime, state, verify_feedback(draft, verified), verified.summary, [])
     return _soft_check_and_measure(runtime, state, resources, draft, built, verified)

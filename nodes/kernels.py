@@ -1,5 +1,6 @@
 """Candidate kernels shared by the initial-kernel and the trajectory nodes: the agent's CUDA answer, storing
-it, turning a failed build or check into feedback for the next try, and the LLM soft verification.
+it, turning a failed build, check, crash or hang into feedback for the next try (a crash explained by
+compute-sanitizer's memcheck where it runs), and the LLM soft verification.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import functools
 import re
 from collections.abc import Callable
 from importlib import resources
+from string import Template
 from typing import Any, Self
 
 from pydantic import BaseModel, Field
@@ -19,6 +21,7 @@ from kernelblaster.graph.state import Candidate, Feedback, KernelRef, TokenUsage
 from kernelblaster.harness.result import NOT_THE_CANDIDATES, EvalResult
 from kernelblaster.nodes.prompting import load_prompt
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.sanitizer import SanitizerResult, render_sanitizer_report
 
 # A compiler log longer than this keeps its head (the first error, which usually causes the rest) and its
 # tail (the last errors and the summary), the head taking the larger share.
@@ -148,11 +151,51 @@ def verify_feedback(candidate: Candidate, result: EvalResult) -> Feedback:
     return Feedback(stage="verify", candidate_source=candidate.source, message=message)
 
 
+def run_failure_feedback(resources: RunResources, candidate: Candidate, result: EvalResult) -> Feedback:
+    """What is known about a crash or a hang: the CUDA error or the request that got no reply (with the
+    driver's last output, both in the summary), and for a crash memcheck's report of the same call."""
+    if result.verdict == "timeout":
+        timeout_s = f"{resources.context.kernel_timeout_s:g}"
+        message = _fragment("hung").substitute(error=result.summary, timeout_s=timeout_s)
+    else:
+        report = diagnose_on_gpu(resources, candidate)
+        message = _fragment("crashed").substitute(error=result.summary, diagnosis=_diagnosis(report))
+    return Feedback(stage="run", candidate_source=candidate.source, message=message.strip())
+
+
+def _diagnosis(report: SanitizerResult | None) -> str:
+    if report is None:
+        return "(compute-sanitizer is not installed here, so nothing says which access failed.)"
+    if report.status == "errors":
+        return f"compute-sanitizer's memcheck, run on the same call, reports:\n{render_sanitizer_report(report)}"
+    return f"compute-sanitizer's memcheck, run on the same call, could not say where: {report.reason or 'no errors'}"
+
+
+@functools.cache
+def _fragment(name: str) -> Template:
+    return Template(resources.files("kernelblaster.nodes").joinpath(f"prompts/{name}.txt").read_text())
+
+
+def diagnose_on_gpu(resources: RunResources, candidate: Candidate) -> SanitizerResult | None:
+    """memcheck's report of a candidate that crashed, kept beside its results; None without compute-sanitizer."""
+    files = resources.files
+    built = resources.build(files.read(candidate.source), candidate.label)
+    with resources.pool.acquire() as evaluator:
+        report = evaluator.diagnose(built)
+    if report is not None:
+        files.save(files.result_path(candidate.label, "diagnose"), report)
+    return report
+
+
+_FAILED_HOW = {"compile": "did not compile", "verify": "compiled but failed verification",
+               "run": "compiled but crashed or hung when run"}
+
+
 def feedback_section(files: RunFiles, feedback: Feedback | None) -> str:
     """The retry part of a lowering prompt: the code that failed and why (empty on a first try)."""
     if feedback is None:
         return ""
-    what = "did not compile" if feedback.stage == "compile" else "compiled but failed verification"
+    what = _FAILED_HOW[feedback.stage]
     return (f"\n## Your previous attempt {what}\n{feedback.message}\n\n"
             f"The previous attempt's code:\n```cuda\n{files.read(feedback.candidate_source)}\n```\n"
             "Fix the problem and answer with the complete corrected file.\n")

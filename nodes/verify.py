@@ -1,9 +1,11 @@
 """`verify`: run every correctness check of the harness on a GPU, then the LLM soft check that the kernel
 still does everything the PyTorch model does.
 
-A wrong result leaves the failing check's detail as feedback for the next lowering try, or ends the step
-when its verify retries are spent; a crash or a hang ends the step at once. When the harness could not
-judge the candidate even on a second try, the step ends as `harness_error`, which the KB never learns from.
+A wrong result (compute-sanitizer's errors under `--sanitize` included) leaves the failing check's detail as
+feedback for the next lowering try, or ends the step when its verify retries are spent. A crash or a hang
+leaves the harness's one line as feedback of the `run` stage, which `diagnose` explains further. When the
+harness could not judge the candidate even on a second try, the step ends as `harness_error`, which the KB
+never learns from.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ def verify(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: R
         return {"this_step": state.this_step.replace(ending=StepEnding(outcome="harness_error", detail=result.summary))}
     if result.verdict in ("crash", "timeout"):
         write_note(runtime, trajectory_note(NODE, state, f"{result.verdict}: {result.summary[:200]}"))
-        return {"this_step": state.this_step.replace(ending=StepEnding(outcome="crashed", detail=result.summary))}
+        failed = Feedback(stage="run", candidate_source=candidate.source, message=result.summary)
+        return {"this_step": state.this_step.replace(feedback=failed)}
     if result.verdict != "ok":
         return _wrong(runtime, state, verify_feedback(candidate, result), [])
     feedback, usage = soft_verify(resources, candidate, NODE)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.graph.recorded_evaluator import EvaluationLog
+from fixtures.graph.recorded_evaluator import EvaluationLog, RecordedEvaluators
 from fixtures.graph.scenario import (
     FAITHFUL,
     Finished,
@@ -19,10 +19,11 @@ from fixtures.graph.scenario import (
     services_for,
     small_context,
 )
-from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, connection_error
+from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, ScriptedChatModels, connection_error
 from fixtures.kb.lookup import tried_optimization
 
 from kernelblaster.graph.context import Role
+from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import StepRecord
 from kernelblaster.kb.edits import Deprecate
 from kernelblaster.kb.schema import OutcomeStats
@@ -106,11 +107,79 @@ def test_wrong_results_past_the_retry_limit_end_the_step_as_verify_failed(tmp_pa
     assert _steps(finished)[0].outcome == "verify_failed"
 
 
-def test_a_crash_ends_the_step_at_once_without_a_retry(tmp_path: Path) -> None:
-    finished, models = _run(tmp_path, [initial_kernel(), applies_first_offered("crash")], depth=1)
-    assert finished.follows("trajectory/verify", "trajectory/record_step")
-    assert _steps(finished)[0].outcome == "crashed"
-    assert len(models["lowering"].prompts) == 2
+def test_a_crash_goes_back_to_lower_with_the_cuda_error_and_memchecks_report(tmp_path: Path) -> None:
+    log = EvaluationLog()
+    finished, models = _run(tmp_path, [initial_kernel(), applies_first_offered("crash"),
+                                       applies_first_offered("ok 0.5")], log=log, depth=1)
+    assert finished.follows("trajectory/verify", "trajectory/diagnose")
+    assert finished.follows("trajectory/diagnose", "trajectory/lower")
+    retry_prompt = models["lowering"].prompts[2][1].content
+    assert "crashed when run: cudaErrorIllegalAddress: an illegal memory access was encountered" in retry_prompt
+    assert "stderr: kb_driver: CUDA error after kb_forward" in retry_prompt
+    assert "compute-sanitizer memcheck: 1 error\n- Invalid __global__ read of size 4 bytes" in retry_prompt
+    assert "at swish_scale(const float *, float *, long)+0x70 in candidate.cu:12" in retry_prompt
+    assert log.labels("diagnose") == [log.labels("verify")[1]]
+    step = _steps(finished)[0]
+    assert (step.outcome, step.attempts) == ("measured", 2)
+
+
+def test_a_hang_goes_back_to_lower_with_the_request_that_got_no_reply_and_no_sanitizer_run(tmp_path: Path) -> None:
+    log = EvaluationLog()
+    finished, models = _run(tmp_path, [initial_kernel(), applies_first_offered("timeout"),
+                                       applies_first_offered("ok 0.5")], log=log, depth=1)
+    assert finished.follows("trajectory/diagnose", "trajectory/lower")
+    retry_prompt = models["lowering"].prompts[2][1].content
+    assert "crashed or hung when run" in retry_prompt
+    assert "The kernel hung: no reply to 'run' within 20 s; the driver was killed" in retry_prompt
+    assert "Every call must finish within 20 s" in retry_prompt
+    assert log.labels("diagnose") == []
+    assert _steps(finished)[0].outcome == "measured"
+
+
+def test_crashes_past_the_retry_limit_end_the_step_as_crashed_without_another_sanitizer_run(tmp_path: Path) -> None:
+    log = EvaluationLog()
+    finished, models = _run(tmp_path, [initial_kernel(), applies_first_offered("crash"),
+                                       applies_first_offered("timeout")], log=log, depth=1, crash_retries=1)
+    assert finished.follows("trajectory/diagnose", "trajectory/record_step")
+    step = _steps(finished)[0]
+    assert (step.outcome, step.attempts, step.kb_updated) == ("crashed", 2, True)
+    assert len(log.labels("diagnose")) == 1 and len(models["lowering"].prompts) == 3
+    assert _stats(tmp_path, step).crashes == 1
+
+
+def test_a_crash_where_compute_sanitizer_is_missing_is_retried_with_the_error_alone(tmp_path: Path) -> None:
+    log = EvaluationLog()
+    models = chat_models([initial_kernel(), applies_first_offered("crash"), applies_first_offered("ok 0.5")])
+    services = Services(chat_models=ScriptedChatModels(models),
+                        evaluators=RecordedEvaluators(log, compute_sanitizer=False))
+    run_graph(services, small_context(tmp_path, depth=1))
+    retry_prompt = models["lowering"].prompts[2][1].content
+    assert "cudaErrorIllegalAddress" in retry_prompt
+    assert "compute-sanitizer is not installed here, so nothing says which access failed" in retry_prompt
+
+
+def test_an_initial_draft_that_crashes_is_rewritten_shown_memchecks_report(tmp_path: Path) -> None:
+    finished, models = _run(tmp_path, [initial_kernel("crash"), initial_kernel("ok 0.9"),
+                                       applies_first_offered("ok 0.5")], depth=1)
+    assert finished.state["initial"].label == "initial-a1"
+    fix_prompt = models["lowering"].prompts[1][1].content
+    assert "crashed or hung when run" in fix_prompt and "Invalid __global__ read of size 4 bytes" in fix_prompt
+
+
+def test_a_kernel_memcheck_flags_under_sanitize_is_sent_back_like_a_wrong_result(tmp_path: Path) -> None:
+    finished, models = _run(tmp_path, [initial_kernel(), applies_first_offered("sanitizer_error 0.5"),
+                                       applies_first_offered("ok 0.6")], depth=1, sanitize=("memcheck",))
+    assert finished.follows("trajectory/verify", "trajectory/lower")
+    retry_prompt = models["lowering"].prompts[2][1].content
+    assert "compiled but failed verification" in retry_prompt
+    assert "check 'sanitizer' failed: compute-sanitizer memcheck: 1 error" in retry_prompt
+    assert finished.state["best"].time_ms == 0.6
+
+
+def test_without_sanitize_the_same_kernel_is_measured(tmp_path: Path) -> None:
+    finished, _ = _run(tmp_path, [initial_kernel(), applies_first_offered("sanitizer_error 0.5")], depth=1)
+    assert _steps(finished)[0].outcome == "measured"
+    assert finished.state["best"].time_ms == 0.5
 
 
 def test_a_soft_verification_finding_is_sent_back_to_lower_like_a_wrong_result(tmp_path: Path) -> None:
@@ -144,7 +213,7 @@ def test_a_suspicious_result_is_reported_but_neither_rewarded_nor_kept(tmp_path:
 
 def test_a_trajectory_that_keeps_failing_stops_before_its_depth(tmp_path: Path) -> None:
     finished, _ = _run(tmp_path, [initial_kernel(), applies_first_offered("crash"), applies_first_offered("crash")],
-                       depth=4, max_failed_steps=2)
+                       depth=4, max_failed_steps=2, crash_retries=0)
     assert len(_steps(finished)) == 2
     assert finished.follows("trajectory/record_step", "trajectory")
 
