@@ -135,7 +135,9 @@ class MatchedState(Value):
 
 
 class StepRecord(Value):
-    """One rollout step in the replay buffer: what was tried where, what was predicted and what happened."""
+    """One rollout step in the replay buffer: what was tried where, what was predicted and what happened.
+    `candidate_source` and `explanation` are the last attempt's code and the lowering agent's account of it
+    (None when no code was written)."""
 
     iteration: int
     trajectory: int
@@ -153,6 +155,8 @@ class StepRecord(Value):
     speedup: float | None
     kb_updated: bool
     choice_reason: str | None = None
+    candidate_source: str | None = None
+    explanation: str | None = None
 
 
 class TokenUsage(Value):

@@ -1,5 +1,6 @@
-"""`parameter_update`: the last stage of the textual gradient — turn the iteration's gap analysis into KB
-edits, applied through the KB's validated edit schema, then snapshot the KB for the iteration.
+"""`parameter_update`: the last stage of the textual gradient — turn the iteration's gap analysis (with each
+step's evidence beside it) into KB edits, applied through the KB's validated edit schema, then snapshot the
+KB for the iteration.
 
 The edits and what became of each are kept in the run directory. A resumed run that reaches this node
 again finds them there and does not apply them twice (and the journal replays the same answer).
@@ -30,7 +31,8 @@ from kernelblaster.kb.journal import ChangeId
 from kernelblaster.kb.prompt_slice import describe_evidence
 from kernelblaster.kb.schema import KBDocument
 from kernelblaster.nodes.learning import iteration_steps, learning_note, skipped_note
-from kernelblaster.nodes.prompting import load_prompt
+from kernelblaster.nodes.prompting import answer_limits, load_prompt
+from kernelblaster.nodes.step_evidence import render_evidence
 
 NODE: LearningStage = "parameter_update"
 
@@ -44,7 +46,7 @@ class KBUpdate(BaseModel):
     """The edits the analysis supports (possibly none), and why."""
 
     edits: list[LearningEdit] = Field(default_factory=list, max_length=12)
-    rationale: str
+    rationale: str = Field(max_length=2000)
 
 
 class AppliedUpdate(BaseModel):
@@ -93,7 +95,8 @@ def _question(state: OptimizationState, resources: RunResources, analysis_path: 
     return load_prompt(NODE).question(
         role="parameter_update", node=NODE, key=f"i{state.iteration}.{NODE}", schema=KBUpdate,
         iteration=state.iteration + 1, analysis=resources.files.read(analysis_path), states=states,
-        catalogue=catalogue,
+        catalogue=catalogue, evidence=render_evidence(resources, iteration_steps(state)),
+        limits=answer_limits(KBUpdate),
     )
 
 

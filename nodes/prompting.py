@@ -1,4 +1,5 @@
-"""Prompts as text files beside the nodes: `prompts/<name>.system.txt` and `prompts/<name>.user.txt`.
+"""Prompts as text files beside the nodes: `prompts/<name>.system.txt` and `prompts/<name>.user.txt`; and
+the limits of an answer schema, stated in words for the prompt (`answer_limits`).
 
 The user part is a `string.Template`: `${field}` is filled from the node's values, and a missing field is
 an error, not a silently empty hole. CUDA and JSON braces in the text need no escaping.
@@ -13,10 +14,13 @@ one is refused when it is loaded.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from string import Template
+from typing import Any
+
+from pydantic import BaseModel
 
 from kernelblaster.graph.agents import Question, T
 from kernelblaster.graph.context import Role
@@ -54,3 +58,53 @@ def check_static_first(name: str, template: Template) -> None:
     if late:
         raise ValueError(f"prompt {name}: the static field ${{{late[0]}}} comes after the varying ${{{varying}}}; "
                          "put the fields that are the same for the whole run first")
+
+
+def answer_limits(schema: type[BaseModel]) -> str:
+    """The size limits of `schema`'s fields in words, one line per field and limit, so that a model keeps them
+    the first time (an answer outside them is refused and asked for again); empty when there are none."""
+    definitions = schema.model_json_schema().get("$defs", {})
+    fields: dict[str, list[str]] = {}
+    for field, limit in _limits(schema.model_json_schema(), "", definitions):
+        places = fields.setdefault(limit, [])
+        if field not in places:
+            places.append(field)
+    if not fields:
+        return ""
+    lines = [f"- {', '.join(places)}: {limit}" for limit, places in fields.items()]
+    return "Limits of the answer (an answer outside them is refused and asked for again):\n" + "\n".join(lines)
+
+
+def _limits(node: dict[str, Any], field: str, definitions: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(field, limit) pairs of a JSON schema node and everything under it; a field inside an object with a
+    constant `kind` is named after that kind (`lesson (add_lesson)`)."""
+    if "$ref" in node:
+        yield from _limits(definitions[node["$ref"].rsplit("/", 1)[-1]], field, definitions)
+        return
+    for option in node.get("anyOf", []) + node.get("oneOf", []):
+        yield from _limits(option, field, definitions)
+    limit = _limit(node)
+    if limit:
+        yield field, limit
+    kind = node.get("properties", {}).get("kind", {}).get("const")
+    for name, child in node.get("properties", {}).items():
+        yield from _limits(child, f"{name} ({kind})" if kind else name, definitions)
+    if "items" in node:
+        yield from _limits(node["items"], f"each of {field}", definitions)
+
+
+def _limit(node: dict[str, Any]) -> str:
+    parts = [_range(node.get("minLength"), node.get("maxLength"), "characters"),
+             _range(node.get("minItems"), node.get("maxItems"), "items"),
+             _range(node.get("minimum"), node.get("maximum"), "")]
+    if "pattern" in node:
+        parts.append(f"matching {node['pattern']}")
+    return ", ".join(part for part in parts if part)
+
+
+def _range(low: float | None, high: float | None, unit: str) -> str:
+    text = (f"{low} to {high}" if low is not None and high is not None else f"at most {high}" if high is not None
+            else f"at least {low}" if low is not None and low > 0 else "")
+    if text.endswith(" 1") and unit:
+        unit = unit.removesuffix("s")
+    return f"{text} {unit}".strip() if text else ""

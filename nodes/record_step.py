@@ -35,8 +35,9 @@ def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, resourc
     step = state.this_step
     ending = step.ending
     assert ending is not None, "a step ends before it is recorded"
-    technique = step.candidate.technique if step.candidate else None
-    reason = step.candidate.choice_reason if step.candidate else None
+    candidate = step.candidate
+    technique = candidate.technique if candidate else None
+    reason = candidate.choice_reason if candidate else None
     speedup = state.current.time_ms / ending.after.time_ms if ending.after else None
     matched = state.matched
     record = StepRecord(
@@ -47,6 +48,8 @@ def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, resourc
         outcome=ending.outcome, attempts=step.attempts, detail=ending.detail[:500], before=state.current,
         after=ending.after, speedup=speedup, choice_reason=reason,
         kb_updated=_teach_kb(resources, state, ending, technique, speedup),
+        candidate_source=candidate.source if candidate else None,
+        explanation=candidate.explanation if candidate else None,
     )
     write_note(runtime, trajectory_note(NODE, state, _describe(record)))
     return {"steps": [record], **_moved_on(state, ending, technique)}

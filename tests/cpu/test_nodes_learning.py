@@ -1,10 +1,13 @@
-"""The textual gradient of an iteration — policy evaluation, gap analysis, KB edits — and the KB snapshot."""
+"""The textual gradient of an iteration — policy evaluation, gap analysis, KB edits — and the KB snapshot;
+the evidence each learning role is shown of every step, and the limits of its answer."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
+import pytest
 from fixtures.graph.recorded_evaluator import EvaluationLog
 from fixtures.graph.scenario import (
     ANALYSIS,
@@ -17,12 +20,15 @@ from fixtures.graph.scenario import (
 )
 from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, connection_error
 from fixtures.kb.lookup import optimization_of
+from pydantic import BaseModel, Field, StringConstraints
 
 from kernelblaster.graph.context import Role
 from kernelblaster.graph.state import LearningNote, LearningStage
 from kernelblaster.kb.edits import AddLesson, SetPrior
 from kernelblaster.kb.store import KnowledgeBase
+from kernelblaster.nodes import step_evidence
 from kernelblaster.nodes.parameter_update import KBUpdate
+from kernelblaster.nodes.prompting import answer_limits
 
 LESSON = AddLesson(state_id="memory_bandwidth_bound", technique="vectorized_access",
                    lesson="float4 loads need a scalar tail when the size is not a multiple of four")
@@ -83,3 +89,78 @@ def test_a_failed_analysis_skips_the_kb_edits_and_the_run_finishes(tmp_path: Pat
 def test_an_analysis_is_learned_from_when_given(tmp_path: Path) -> None:
     notes, _ = _learn(tmp_path)
     assert notes["perf_gap_analysis"].summary == ANALYSIS.analysis
+
+
+LEARNING_ROLES = ("policy_evaluation", "perf_gap_analysis", "parameter_update")
+
+
+def _learning_prompts(tmp_path: Path, lowering: list, depth: int = 1) -> dict[str, str]:
+    models = chat_models(lowering)
+    run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=depth))
+    return {role: models[role].prompts[0][1].content for role in LEARNING_ROLES}
+
+
+@pytest.mark.parametrize("role", LEARNING_ROLES)
+def test_every_learning_role_sees_what_a_step_changed_and_the_kernel_before_and_after(tmp_path: Path,
+                                                                                       role: str) -> None:
+    prompt = _learning_prompts(tmp_path, [initial_kernel(), applies_first_offered("ok 0.5")])[role]
+    assert "the agent's explanation: applied (ok 0.5)" in prompt
+    assert "-// RECORDED: ok 0.9\n+// RECORDED: ok 0.5" in prompt
+    assert "before: 0.9000 ms, 0.89x vs PyTorch; profile: memory-bound: DRAM 86%" in prompt
+    assert "after: 0.5000 ms, 1.60x vs PyTorch; profile: memory-bound: DRAM 86%" in prompt
+
+
+@pytest.mark.parametrize(("role", "limit"), [
+    ("policy_evaluation", "- summary: at most 3000 characters"),
+    ("perf_gap_analysis", "- each of wrong_assumptions, each of lessons: at most 500 characters"),
+    ("parameter_update", "- lesson (add_lesson): 10 to 400 characters"),
+])
+def test_every_learning_role_is_told_the_limits_of_its_answer(tmp_path: Path, role: str, limit: str) -> None:
+    prompt = _learning_prompts(tmp_path, [initial_kernel(), applies_first_offered("ok 0.5")])[role]
+    assert "Limits of the answer (an answer outside them is refused and asked for again):" in prompt
+    assert limit in prompt
+
+
+def test_a_failed_step_shows_its_last_attempt_and_no_kernel_after(tmp_path: Path) -> None:
+    prompt = _learning_prompts(tmp_path, [initial_kernel(), applies_first_offered("incorrect"),
+                                          applies_first_offered("incorrect"), applies_first_offered("incorrect")])
+    gap = prompt["perf_gap_analysis"]
+    assert "verify_failed: check 'correct' failed: seed 0: 1200 of 4096 elements differ (3 attempt(s))" in gap
+    assert "after: not measured" in gap and "+// RECORDED: incorrect" in gap
+
+
+def test_past_its_budget_the_evidence_drops_diffs_then_keeps_one_line_per_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(step_evidence, "EVIDENCE_CHARS", 900)
+    prompt = _learning_prompts(tmp_path, [initial_kernel(), applies_first_offered("ok 0.5"),
+                                          applies_first_offered("ok 0.4")], depth=2)["perf_gap_analysis"]
+    evidence = prompt.split("the diff of its code.\n\n", 1)[1].split("\n\nExplain the gaps", 1)[0]
+    first, second = evidence.split("\n\n")
+    assert "```diff" in first
+    assert second.startswith("- iteration 1, trajectory 0, step 2:") and "\n" not in second
+
+
+def test_a_long_diff_is_cut_to_its_first_lines() -> None:
+    before = "\n".join(f"float a{n} = {n};" for n in range(200))
+    after = "\n".join(f"double a{n} = {n};" for n in range(200))
+    lines = step_evidence.compact_diff(before, after).splitlines()
+    assert lines[:2] == ["--- before.cu", "+++ after.cu"]
+    assert len(lines) == step_evidence.DIFF_LINES + 1
+    assert lines[-1] == f"... ({403 - step_evidence.DIFF_LINES} more diff lines)"
+
+
+class _Limited(BaseModel):
+    name: Annotated[str, StringConstraints(min_length=3, max_length=40)]
+    tags: list[Annotated[str, StringConstraints(max_length=20)]] = Field(max_length=5)
+    weight: float = Field(ge=0.5, le=2.0)
+    free: str
+
+
+def test_answer_limits_name_every_limited_field_once_per_limit() -> None:
+    assert answer_limits(_Limited).splitlines()[1:] == [
+        "- name: 3 to 40 characters",
+        "- tags: at most 5 items",
+        "- each of tags: at most 20 characters",
+        "- weight: 0.5 to 2.0",
+    ]
+    assert answer_limits(ANALYSIS.__class__.__base__) == ""  # pydantic's BaseModel: no fields, no limits
