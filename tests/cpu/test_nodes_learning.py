@@ -163,4 +163,12 @@ def test_answer_limits_name_every_limited_field_once_per_limit() -> None:
         "- each of tags: at most 20 characters",
         "- weight: 0.5 to 2.0",
     ]
-    assert answer_limits(ANALYSIS.__class__.__base__) == ""  # pydantic's BaseModel: no fields, no limits
+
+
+class _Unlimited(BaseModel):
+    text: str
+    count: int = Field(ge=0)
+
+
+def test_a_schema_without_limits_has_no_limits_section() -> None:
+    assert answer_limits(_Unlimited) == ""
