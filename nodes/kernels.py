@@ -252,7 +252,8 @@ def soft_verify(resources: RunResources, candidate: Candidate, node: str) -> tup
         return None, []
     question = load_prompt("soft_verify").question(
         role="soft_verifier", node=node, key=f"{candidate.label}.soft_verify", schema=SoftVerdict,
-        pytorch_source=resources.problem.source, cuda_source=resources.files.read(candidate.source),
+        pytorch_source=resources.problem.source, header=resources.header,
+        cuda_source=resources.files.read(candidate.source), precision=resources.context.precision,
         allowed_libraries=", ".join(resources.context.allow) or "none",
     )
     try:

@@ -51,3 +51,15 @@ def test_the_lowering_prompts_of_a_run_share_their_prefix_through_the_problem_an
 def _common_prefix(first: str, second: str) -> str:
     length = next((n for n, (a, b) in enumerate(zip(first, second, strict=False)) if a != b), len(first))
     return first[:length]
+
+
+@pytest.mark.parametrize("precision", ["strict", "tf32"])
+def test_the_soft_verifier_sees_the_header_and_the_runs_precision_policy(tmp_path: Path, precision: str) -> None:
+    models = chat_models([initial_kernel(), applies_first_offered("ok 0.5")])
+    run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=1, precision=precision))
+    system, user = models["soft_verifier"].prompts[0]
+    header = "## kb_problem.h (generated from the model)\n```c\n// kb_problem.h for elementwise_swish_scale"
+    assert header in user.content
+    assert f"Precision policy: {precision}." in user.content
+    assert "strict: fp32 throughout where the model computes in fp32" in system.content
+    assert user.content.index("kb_problem.h") < user.content.index("## The CUDA implementation")
