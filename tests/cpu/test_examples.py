@@ -29,9 +29,11 @@ KERNELS: list[tuple[str, Path, Path]] = [
     *((f"{e.id}/{kernel.stem}", kernel, e.problem) for e in cases.EXAMPLES for kernel in (e.naive, e.fast)),
     *((f"cheaters/{c.id}", c.candidate, c.problem) for c in cases.REJECTED),
     *((f"unusual/{c.id}", c.candidate, c.problem) for c in cases.ACCEPTED),
+    *((f"sanitizer/{c.id}", c.candidate, c.problem) for c in cases.SANITIZED),
 ]
 KERNEL_PARAMS = [pytest.param(kernel, problem, id=kernel_id) for kernel_id, kernel, problem in KERNELS]
-LABELLED: tuple[cases.CheatCase | cases.AcceptCase, ...] = (*cases.REJECTED, *cases.ACCEPTED)
+LABELLED: tuple[cases.CheatCase | cases.AcceptCase | cases.SanitizerCase, ...] = (
+    *cases.REJECTED, *cases.ACCEPTED, *cases.SANITIZED)
 LABELLED_CASES = [pytest.param(c, id=c.id) for c in LABELLED]
 
 
@@ -108,6 +110,7 @@ def test_cheater_expects_gpu_verification_checks(case: cases.CheatCase) -> None:
 
 
 @pytest.mark.parametrize("case", LABELLED_CASES)
-def test_kernel_header_comment_names_its_manifest_problem(case: cases.CheatCase | cases.AcceptCase) -> None:
+def test_kernel_header_comment_names_its_manifest_problem(
+        case: cases.CheatCase | cases.AcceptCase | cases.SanitizerCase) -> None:
     first_line = case.candidate.read_text().splitlines()[0]
     assert f"(problem: {case.problem.stem})" in first_line

@@ -7,6 +7,7 @@ exists and compiles. Paths are absolute (resolved from this file), so the manife
 - `REJECTED`: cheating kernels; `expected_checks` holds the verification check(s) allowed to be the *first* to
   fail (checks run in `CHECK_ORDER` and stop at the first failure).
 - `ACCEPTED`: unusual but correct kernels that must pass every check.
+- `SANITIZED`: kernels that pass every check but one compute-sanitizer checker finds at fault (`--sanitize`).
 """
 
 from __future__ import annotations
@@ -75,6 +76,22 @@ class AcceptCase:
         return self.candidate.stem
 
 
+@dataclass(frozen=True)
+class SanitizerCase:
+    """A kernel that passes verification, which compute-sanitizer's `tool` must find at fault, its report's
+    first finding starting with `finding`."""
+
+    candidate: Path
+    problem: Path
+    tool: str
+    finding: str
+    description: str
+
+    @property
+    def id(self) -> str:
+        return self.candidate.stem
+
+
 def _example(problem: Path) -> ExampleCase:
     directory = EXAMPLES_DIR / "candidates" / problem.stem
     return ExampleCase(problem=problem, naive=directory / "naive.cu", fast=directory / "fast.cu")
@@ -126,4 +143,12 @@ ACCEPTED: tuple[AcceptCase, ...] = (
             "row statistics in cudaMallocAsync workspace, fully written before read, freed with cudaFreeAsync"),
     _accept("multi_kernel", GEMM,
             "three kernels per call: tiled GEMM, in-place bias add, in-place ReLU"),
+)
+
+SANITIZED: tuple[SanitizerCase, ...] = (
+    SanitizerCase(EXAMPLES_DIR / "sanitizer" / "out_of_bounds_read.cu", SWISH, "memcheck",
+                  "Invalid __global__ read of size 4 bytes",
+                  "correct, but the last thread of each block reads one float past its own 1 KiB table"),
+    SanitizerCase(EXAMPLES_DIR / "sanitizer" / "racy_shared_memory.cu", SOFTMAX, "racecheck", "Error: Race reported",
+                  "correct softmax whose warps exchange partials in shared memory behind a hand-made barrier"),
 )
