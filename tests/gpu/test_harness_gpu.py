@@ -32,11 +32,6 @@ PROBLEM_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "problems"
 ESCAPE_RUNS = 10
 
 
-@pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("kernelblaster-cache")
-
-
 class QuickOverrides(TypedDict, total=False):
     timeout_s: float
     profile: bool

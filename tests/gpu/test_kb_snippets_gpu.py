@@ -14,11 +14,6 @@ from kernelblaster.harness.evaluate import EvalOptions, evaluate_candidate
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("kernelblaster-cache")
-
-
 @pytest.mark.parametrize("case", SNIPPET_CASES, ids=lambda case: case.id)
 def test_snippet_candidate_is_accepted_under_strict_fp32(case: SnippetCase, cache_dir: Path, tmp_path: Path) -> None:
     candidate = tmp_path / f"{case.snippet}.cu"

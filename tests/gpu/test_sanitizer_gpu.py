@@ -38,13 +38,8 @@ SOFTMAX_FAST = next(example for example in EXAMPLES if example.problem == SOFTMA
 SWISH_NAIVE, SWISH_FAST = next((example.naive, example.fast) for example in EXAMPLES if example.problem == SWISH)
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("kernelblaster-cache")
-
-
-def quick(cache_dir: Path, **overrides: object) -> EvalOptions:
-    return EvalOptions(cache_dir=cache_dir, baseline=False, **overrides)
+def quick(cache_dir: Path, sanitize: tuple[SanitizerTool, ...] = ()) -> EvalOptions:
+    return EvalOptions(cache_dir=cache_dir, baseline=False, sanitize=sanitize)
 
 
 @pytest.mark.parametrize("case", SANITIZED, ids=lambda c: c.id)
