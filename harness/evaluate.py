@@ -192,9 +192,7 @@ class CandidateEvaluator:
         gpu = self._require_gpu()
         try:
             with SharedMemoryPool(gpu) as pool:
-                shared = pool.allocate_set(self.spec)
-                _fill_with_seeds(self.references, [shared])
-                return self._sanitize(built, shared, (SanitizerTool.MEMCHECK,))[0]
+                return self._sanitize(built, pool.allocate_set(self.spec), (SanitizerTool.MEMCHECK,))[0]
         except UserFacingError:
             raise
         except Exception as error:  # the harness's own failure

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fixtures import sanitizer_stand_in
 
 from kernelblaster.graph.cli import main
 from kernelblaster.harness.build import check_libraries_installed
@@ -236,3 +237,13 @@ def test_a_bad_flag_is_one_line_naming_it_with_exit_status_2(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert_one_line_error(captured.err, complaint)
+
+
+def test_eval_asked_to_sanitize_without_compute_sanitizer_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sanitizer_stand_in.hide(tmp_path, monkeypatch)
+    assert main(["eval", str(PROBLEM), str(NAIVE), "--sanitize", "memcheck"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert_one_line_error(captured.err, "--sanitize needs compute-sanitizer: compute-sanitizer not found")

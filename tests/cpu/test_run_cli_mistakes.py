@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fixtures import sanitizer_stand_in
 from fixtures.cli import Finished, folder_picture, kernelblaster
 from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
 from fixtures.graph.scenario import (
@@ -37,9 +38,7 @@ from fixtures.graph.scenario import (
 from kernelblaster.graph import api, services
 from kernelblaster.graph.run_files import RunFiles
 from kernelblaster.kb.store import KnowledgeBase
-from kernelblaster.tools import toolkit
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.sanitizer import SANITIZER_ENV_VAR
 
 
 @pytest.fixture(autouse=True)
@@ -208,10 +207,7 @@ def test_optimize_without_a_gpu_names_what_is_missing_and_leaves_no_run_director
 
 def test_optimize_asked_to_sanitize_without_compute_sanitizer_names_it_and_leaves_no_run_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.delenv(SANITIZER_ENV_VAR, raising=False)
-    monkeypatch.delenv("CUDA_HOME", raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    monkeypatch.setattr(toolkit, "DEFAULT_CUDA_HOME", tmp_path / "no-cuda")
+    sanitizer_stand_in.hide(tmp_path, monkeypatch)
     before = folder_picture(tmp_path)
     finished = kernelblaster(capsys, "optimize", PROBLEM, "--llm", "human", "--kb", "kb.json", "--no-profile",
                              "--unsafe-no-sandbox", "--sanitize", "memcheck")

@@ -17,12 +17,10 @@ from fixtures import sanitizer_stand_in
 from fixtures.sanitizer_stand_in import CLEAN, MEMCHECK_OUT_OF_BOUNDS, NO_SUMMARY
 
 from kernelblaster.harness.sanitize_run import SanitizedCall, require_sanitizer, sanitize_call
-from kernelblaster.tools import toolkit
 from kernelblaster.tools.driver_process import IpcTensor, TensorSet
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.sandbox import SandboxView
 from kernelblaster.tools.sanitizer import (
-    SANITIZER_ENV_VAR,
     SanitizerTool,
     parse_sanitizer_output,
     render_sanitizer_report,
@@ -133,10 +131,7 @@ def test_a_rendered_report_says_when_only_the_first_errors_are_shown() -> None:
 
 @pytest.fixture
 def no_sanitizer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv(SANITIZER_ENV_VAR, raising=False)
-    monkeypatch.delenv("CUDA_HOME", raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    monkeypatch.setattr(toolkit, "DEFAULT_CUDA_HOME", tmp_path / "no-cuda")
+    sanitizer_stand_in.hide(tmp_path, monkeypatch)
 
 
 def one_call() -> SanitizedCall:
