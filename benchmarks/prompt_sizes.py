@@ -58,6 +58,7 @@ from kernelblaster.kb.snippets import load_snippet, starting_point_for
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.kb.tokens import default_token_counter
 from kernelblaster.nodes.kernels import CudaAnswer
+from kernelblaster.tools.sanitizer import SanitizerResult
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDED_NCU = REPO / "tests" / "fixtures" / "ncu" / "details_rules.csv"
@@ -137,6 +138,9 @@ class CpuStandIn:
 
     def verify(self, built: StandInBuild) -> EvalResult:
         return self._result("verified", [CheckResult(name="correct", passed=True, detail="ok")])
+
+    def diagnose(self, built: StandInBuild) -> SanitizerResult | None:
+        return None  # nothing crashes here
 
     def measure(self, built: StandInBuild, verified: EvalResult, profile: bool) -> EvalResult:
         time_ms = self.timing.best_ms * INITIAL_VS_BASELINE * STEP_FACTOR ** built.steps_taken

@@ -91,13 +91,13 @@ def test_an_analysis_is_learned_from_when_given(tmp_path: Path) -> None:
     assert notes["perf_gap_analysis"].summary == ANALYSIS.analysis
 
 
-LEARNING_ROLES = ("policy_evaluation", "perf_gap_analysis", "parameter_update")
+LEARNING_ROLES: tuple[Role, ...] = ("policy_evaluation", "perf_gap_analysis", "parameter_update")
 
 
-def _learning_prompts(tmp_path: Path, lowering: list, depth: int = 1) -> dict[str, str]:
+def _learning_prompts(tmp_path: Path, lowering: list[Reply], depth: int = 1) -> dict[str, str]:
     models = chat_models(lowering)
     run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=depth))
-    return {role: models[role].prompts[0][1].content for role in LEARNING_ROLES}
+    return {role: str(models[role].prompts[0][1].content) for role in LEARNING_ROLES}
 
 
 @pytest.mark.parametrize("role", LEARNING_ROLES)
