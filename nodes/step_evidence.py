@@ -1,6 +1,7 @@
 """What each rollout step of an iteration changed, as the three learning roles read it: the prediction and
-the outcome, the lowering agent's own explanation, a compact unified diff of the code, and the kernel before
-and after (time, speedup against PyTorch, the profile's reading of it).
+the outcome, the lowering agent's reason for its choice and its explanation of the change, a compact
+unified diff of the code, and the kernel before and after (time, speedup against PyTorch, the profile's
+reading of it).
 
 It is bounded: a diff keeps its first `DIFF_LINES` lines, and past `EVIDENCE_CHARS` the remaining steps are
 shown without their diff, then as their one-line summary only.
@@ -51,6 +52,8 @@ def step_evidence(resources: RunResources, step: StepRecord, *, with_diff: bool)
     lines = [describe_step(step),
              f"  before: {_kernel_metrics(resources, step.before)}",
              f"  after: {_kernel_metrics(resources, step.after) if step.after else 'not measured'}"]
+    if step.choice_reason:
+        lines.append(f"  why the agent chose it: {_one_paragraph(step.choice_reason)}")
     if step.explanation:
         lines.append(f"  the agent's explanation: {_one_paragraph(step.explanation)}")
     if with_diff and step.candidate_source is not None:

@@ -20,6 +20,7 @@ from fixtures.graph.scenario import (
 )
 from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, connection_error
 from fixtures.kb.lookup import optimization_of
+from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, Field, StringConstraints
 
 from kernelblaster.graph.context import Role
@@ -27,6 +28,7 @@ from kernelblaster.graph.state import LearningNote, LearningStage
 from kernelblaster.kb.edits import AddLesson, SetPrior
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.nodes import step_evidence
+from kernelblaster.nodes.kernels import CudaAnswer
 from kernelblaster.nodes.parameter_update import KBUpdate
 from kernelblaster.nodes.prompting import answer_limits
 
@@ -119,6 +121,15 @@ def test_every_learning_role_is_told_the_limits_of_its_answer(tmp_path: Path, ro
     prompt = _learning_prompts(tmp_path, [initial_kernel(), applies_first_offered("ok 0.5")])[role]
     assert "Limits of the answer (an answer outside them is refused and asked for again):" in prompt
     assert limit in prompt
+
+
+def test_the_agents_reason_for_its_choice_is_shown_with_the_step(tmp_path: Path) -> None:
+    def reasoned(messages: list[BaseMessage]) -> CudaAnswer:
+        answer = applies_first_offered("ok 0.5")(messages)
+        return answer.model_copy(update={"choice_reason": "the kernel streams memory, so fewer bytes matter most"})
+
+    prompt = _learning_prompts(tmp_path, [initial_kernel(), reasoned])["perf_gap_analysis"]
+    assert "why the agent chose it: the kernel streams memory, so fewer bytes matter most" in prompt
 
 
 def test_a_failed_step_shows_its_last_attempt_and_no_kernel_after(tmp_path: Path) -> None:
