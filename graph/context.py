@@ -71,8 +71,9 @@ class RunContext(BaseModel):
     role_protocols: Annotated[dict[Role, AnswerProtocol], KEY_VALUE_PAIRS] = Field(
         default_factory=dict, description="schema or text answers for some roles (default: text for lowering)"
     )
-    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature (default: "
-                                      "the server's; reasoning models accept none)")
+    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False,
+                                      description="Sampling temperature (default: the server's; reasoning models "
+                                                  "accept none)")
     max_output_tokens: int | None = Field(default=None, ge=1, description="Longest answer, reasoning included, "
                                           "sent as max_completion_tokens (default: the server's limit)")
     llm_retries: int = Field(default=3, ge=0, le=10, description="Retries of transient transport errors per call")

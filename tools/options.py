@@ -162,8 +162,10 @@ def _readable_file(path: Path) -> Path:
 
 PositiveInt = Annotated[int, Field(ge=1)]
 GpuIndex = Annotated[int, Field(ge=0)]
-# Seconds a wait may last: NaN and infinity would mean "never time out".
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# Seconds a wait may last: NaN and infinity would mean "never time out", and waits far beyond a week overflow
+# what the operating system's timers take (poll: 24.8 days in milliseconds).
+MAX_WAIT_S = 7 * 24 * 3600.0
+Seconds = Annotated[float, Field(gt=0, le=MAX_WAIT_S, allow_inf_nan=False)]
 GpuIndices = Annotated[tuple[GpuIndex, ...], BeforeValidator(_comma_list), AfterValidator(_no_repeats),
                        Field(min_length=1)]
 Libraries = Annotated[tuple[str, ...], BeforeValidator(_comma_list), AfterValidator(_known_libraries)]

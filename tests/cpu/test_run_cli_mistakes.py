@@ -85,6 +85,8 @@ def waiting_run(tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.
     (["--role-model", "nobody=big"], "--role-model nobody: input should be 'lowering', "),
     (["--llm", "robot"], "--llm robot: input should be 'openai', 'human' or 'replay'"),
     (["--llm-timeout", "inf"], "--llm-timeout inf: input should be a finite number"),
+    (["--llm-timeout", "1e9"], "--llm-timeout 1e9: input should be less than or equal to 604800"),
+    (["--temperature", "nan"], "--temperature nan: input should be a finite number"),
     (["--max-concurrent-requests", "0"], "--max-concurrent-requests 0: input should be greater than or equal to 1"),
     (["--precision", "fp8"], "--precision fp8: input should be 'strict', 'tf32', 'fp16' or 'pytorch-default'"),
     (["--model", ""], "--model '': string should have at least 1 character"),
