@@ -308,12 +308,14 @@ def test_one_process_at_a_time_advances_a_run(waiting_run: Path, capsys: pytest.
         name: entry for name, entry in before.items() if name != "run.lock"}
 
 
-def test_run_files_get_the_mode_the_umask_asks_for(tmp_path: Path, recorded_harness: EvaluationLog,
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664)])
+def test_run_files_get_the_mode_the_umask_asks_for(umask: int, mode: int, tmp_path: Path,
+                                                   recorded_harness: EvaluationLog,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    previous = os.umask(0o022)
+    previous = os.umask(umask)
     try:
         optimize(capsys)
     finally:
         os.umask(previous)
     modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in (tmp_path / "run").rglob("*") if path.is_file()}
-    assert modes and set(modes.values()) == {0o644}, modes
+    assert modes and set(modes.values()) == {mode}, modes
