@@ -98,12 +98,20 @@ def test_a_kb_nested_a_hundred_thousand_levels_deep_is_one_line(tmp_path: Path,
     assert folder_picture(tmp_path) == before
 
 
-def test_exporting_where_nothing_can_be_written_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("destination", "complaint"), [
+    ("/proc/x.json", "cannot write /proc/x.json: "),
+    ("kb.json/inside.json", "cannot write kb.json/inside.json: its folder kb.json is a file"),
+    ("kb.json/more/inside.json", "cannot write kb.json/more/inside.json: its folder kb.json/more cannot be created: "
+                                 "kb.json is a file"),
+    ("/", "cannot write /: it is a directory"),
+    (".", "cannot write .: it is a directory"),
+])
+def test_exporting_where_nothing_can_be_written_is_one_line(destination: str, complaint: str, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     KnowledgeBase.create(tmp_path / "kb.json")
     before = folder_picture(tmp_path)
-    for destination in ("/proc/x.json", "kb.json/inside.json"):
-        finished = kernelblaster(capsys, "kb", "export", destination, "--kb", "kb.json")
-        assert finished.status == 2 and finished.error_line.startswith(f"cannot write {destination}: ")
+    finished = kernelblaster(capsys, "kb", "export", destination, "--kb", "kb.json")
+    assert finished.status == 2 and finished.error_line.startswith(complaint)
     assert folder_picture(tmp_path) == before
 
 
