@@ -1,7 +1,7 @@
 """Optimize a PyTorch problem from Python, with the API that `kernelblaster optimize` is built on.
 
     export OPENAI_API_KEY=...                      # and OPENAI_BASE_URL for vLLM, SGLang, Ollama ...
-    python examples/optimize_example.py [PROBLEM.py] [--base-url URL] [--llm openai|human]
+    python examples/optimize_example.py [PROBLEM.py] [--base-url URL] [--llm openai|human] [--no-profile]
     python examples/optimize_example.py --resume RUN_DIR
 
 Needs an NVIDIA GPU with the CUDA toolkit (nvcc; ncu for profiles). If the run is interrupted, running
@@ -26,6 +26,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("problem", nargs="?", type=Path, default=PROBLEM)
     parser.add_argument("--base-url", help="an OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
     parser.add_argument("--llm", choices=("openai", "human"), default="openai")
+    parser.add_argument("--no-profile", dest="profile", action="store_false",
+                        help="run without Nsight Compute profiles (no ncu needed)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue this run instead of starting one")
     args = parser.parse_args(argv)
     try:
@@ -37,6 +39,7 @@ def main(argv: list[str]) -> int:
             role_models={"lowering": "gpt-5"},       # ... except the agent that writes the CUDA
             llm=args.llm,
             base_url=args.base_url,
+            profile=args.profile,
         )
         run = Run.open(args.resume) if args.resume else Run.create(args.problem, context)
         print(f"run directory: {run.files.root}")

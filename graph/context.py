@@ -8,13 +8,22 @@ ablations (`memory`, `profile_feedback`, `agent`); the defaults are the full met
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self, TypeAlias, get_args
+from typing import Annotated, Any, Literal, Self, TypeAlias, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kernelblaster.graph.cost import ModelPrice
 from kernelblaster.harness.precision_policy import PrecisionPolicy
-from kernelblaster.tools.options import KEY_VALUE_PAIRS, EndpointUrl, GpuIndices, Libraries, PathText, Seconds
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.options import (
+    KEY_VALUE_PAIRS,
+    EndpointUrl,
+    GpuIndices,
+    Libraries,
+    PathText,
+    Seconds,
+    describe_settings_error,
+)
 
 Role = Literal[
     "lowering",
@@ -48,6 +57,14 @@ class RunContext(BaseModel):
     """How one optimization run is carried out: agents, search shape, limits, GPUs and files."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **settings: Any) -> None:
+        # LangGraph builds the context of a Studio run as RunContext(**form): a bad setting must reach the
+        # Studio user as one line naming it, as a bad flag does on the command line.
+        try:
+            super().__init__(**settings)
+        except ValidationError as error:
+            raise UserFacingError(describe_settings_error(error)) from None
 
     llm: Provider = Field(
         default="openai",

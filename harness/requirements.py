@@ -21,7 +21,8 @@ def visible_gpu_count() -> int:
 
 def missing_for_run(gpus: Sequence[int], profile: bool, unsafe_no_sandbox: bool) -> list[str]:
     """What this machine lacks to evaluate candidates on `gpus` (and profile them if `profile`), in the OS
-    sandbox unless `unsafe_no_sandbox`; empty if nothing."""
+    sandbox unless `unsafe_no_sandbox`; empty if nothing. What a setting would spare is said of a run started
+    with it, as `resume` and `answer` cannot change a run's settings."""
     missing = []
     count = visible_gpu_count()
     if count == 0:
@@ -34,10 +35,11 @@ def missing_for_run(gpus: Sequence[int], profile: bool, unsafe_no_sandbox: bool)
         missing.append(str(error))
     located = locate_ncu() if profile else None
     if isinstance(located, ToolUnavailable):
-        missing.append(f"{located.reason}; or pass --no-profile to run without profiles")
+        missing.append(f"{located.reason}; a run started with --no-profile (in Studio: profile off) needs no ncu")
     sandbox = None if unsafe_no_sandbox else probe_sandbox()
     if isinstance(sandbox, str):
-        missing.append(f"the OS sandbox ({sandbox}); or pass {UNSAFE_FLAG} to run candidates unconfined")
+        missing.append(f"the OS sandbox ({sandbox}); a run started with {UNSAFE_FLAG} (in Studio: "
+                       "unsafe_no_sandbox on) runs candidates unconfined")
     return missing
 
 

@@ -35,8 +35,10 @@ from fixtures.graph.scenario import (
 
 from kernelblaster.graph import api, services
 from kernelblaster.graph.run_files import RunFiles
+from kernelblaster.harness import requirements
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.toolkit import ToolUnavailable
 
 
 @pytest.fixture(autouse=True)
@@ -279,6 +281,22 @@ def test_lost_checkpoints_are_said_and_the_run_starts_over_only_with_restart(
 
     assert kernelblaster(capsys, "resume", waiting_run, "--restart").status == 0
     assert api.Run.open(waiting_run).outcome().status == "waiting_for_answer"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="specifies the behaviour without a GPU")
+def test_resuming_where_the_run_cannot_run_names_no_flag_resume_lacks(
+        waiting_run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(services, "harness_evaluator", services.HarnessEvaluators())  # the real machine check
+    monkeypatch.setattr(requirements, "locate_ncu", lambda: ToolUnavailable(reason="ncu not found"))
+    monkeypatch.setattr(requirements, "probe_sandbox", lambda: None)  # only the GPU and ncu are missing
+    before = folder_picture(waiting_run)
+    for command in (["resume", waiting_run], ["answer", waiting_run, "--file", "empty.cu"]):
+        finished = kernelblaster(capsys, *command)
+        assert finished.status == 2
+        assert finished.error_line == ("cannot run here: the run needs an NVIDIA GPU (no CUDA GPU is visible); ncu "
+                                       "not found; a run started with --no-profile (in Studio: profile off) needs "
+                                       "no ncu")
+    assert folder_picture(waiting_run) == before
 
 
 def test_resuming_a_run_whose_kb_is_gone_is_one_line(waiting_run: Path, tmp_path: Path,
