@@ -15,8 +15,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from kernelblaster.graph.api import Run
 from kernelblaster.graph.context import RunContext
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.options import describe_settings_error
 
 PROBLEM = Path(__file__).parent / "problems" / "elementwise_swish_scale.py"
 
@@ -46,8 +50,11 @@ def main(argv: list[str]) -> int:
         for progress in run.progress():  # one item per thing a node did, while the run goes on
             best = f"{progress.best_speedup:.2f}x" if progress.best_speedup else "-"
             print(f"{progress.note.where():<22} {progress.note.node:<20} best {best:<6} {progress.note.text}")
-    except ValueError as error:  # a UserFacingError, or a setting RunContext refuses
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+    except ValidationError as error:  # a setting RunContext refuses
+        print(f"error: {describe_settings_error(error)}", file=sys.stderr)
+        return 2
+    except UserFacingError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     outcome = run.outcome()
     if outcome.status == "waiting_for_answer":

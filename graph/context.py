@@ -58,14 +58,6 @@ class RunContext(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    def __init__(self, **settings: Any) -> None:
-        # LangGraph builds the context of a Studio run as RunContext(**form): a bad setting must reach the
-        # Studio user as one line naming it, as a bad flag does on the command line.
-        try:
-            super().__init__(**settings)
-        except ValidationError as error:
-            raise UserFacingError(describe_settings_error(error)) from None
-
     llm: Provider = Field(
         default="openai",
         description="openai: any OpenAI-compatible endpoint; human: every prompt pauses for a person's answer; "
@@ -171,3 +163,19 @@ class RunContext(BaseModel):
     def writes_kb(self) -> bool:
         """Whether the run teaches the KB: outcomes, discovered states and the learning roles' edits."""
         return self.memory == "learn" and self.agent == "full"
+
+
+class StudioContext(RunContext):
+    """`RunContext` as LangGraph builds it from Studio's form, `StudioContext(**form)`: a bad setting is one
+    line naming it, as a bad flag is on the command line, where pydantic would report several lines.
+
+    Only the Studio graph's context is one: pydantic also calls a model's own `__init__` to validate it
+    inside another model, where the command line names the flag itself."""
+
+    model_config = ConfigDict(title="RunContext")
+
+    def __init__(self, **settings: Any) -> None:
+        try:
+            super().__init__(**settings)
+        except ValidationError as error:
+            raise UserFacingError(describe_settings_error(error)) from None
