@@ -13,6 +13,7 @@ import pytest
 from fixtures.cli import folder_picture, kernelblaster
 
 from kernelblaster.kb.codec import decode
+from kernelblaster.kb.diff import EXCERPT_CHARS
 from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.kb.store import KnowledgeBase, read_document
 
@@ -147,3 +148,14 @@ def test_kb_diff_shows_a_changed_state_name_description_and_signature(tmp_path: 
     out = kernelblaster(capsys, "kb", "diff", snapshot, "--kb", "kb.json").out
     assert out.startswith(f"~ state {state_id}: name: {state.name} -> renamed; description: ")
     assert "-> described anew" in out and "signature changed" in out
+
+
+def test_kb_diff_shows_where_a_long_description_changed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kb = KnowledgeBase.create(tmp_path / "kb.json")
+    snapshot = kb.write_snapshot("run-1", 0)
+    state_id, state = next(iter(kb.document.states.items()))
+    kb.document.states[state_id] = state.model_copy(update={"description": state.description + " Edited."})
+    kb.save()
+    out = kernelblaster(capsys, "kb", "diff", snapshot, "--kb", "kb.json").out
+    old_end, new_end = state.description[-EXCERPT_CHARS:], (state.description + " Edited.")[-EXCERPT_CHARS:]
+    assert out == f"~ state {state_id}: description: ...{old_end} -> ...{new_end}\n"
