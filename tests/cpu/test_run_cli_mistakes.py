@@ -290,7 +290,8 @@ def test_resuming_where_the_run_cannot_run_names_no_flag_resume_lacks(
     monkeypatch.setattr(requirements, "locate_ncu", lambda: ToolUnavailable(reason="ncu not found"))
     monkeypatch.setattr(requirements, "probe_sandbox", lambda: None)  # only the GPU and ncu are missing
     before = folder_picture(waiting_run)
-    for command in (["resume", waiting_run], ["answer", waiting_run, "--file", "empty.cu"]):
+    commands: list[list[str | Path]] = [["resume", waiting_run], ["answer", waiting_run, "--file", "empty.cu"]]
+    for command in commands:
         finished = kernelblaster(capsys, *command)
         assert finished.status == 2
         assert finished.error_line == ("cannot run here: the run needs an NVIDIA GPU (no CUDA GPU is visible); ncu "
