@@ -1,7 +1,7 @@
 """Optimize a PyTorch problem from Python, with the API that `kernelblaster optimize` is built on.
 
     export OPENAI_API_KEY=...                      # and OPENAI_BASE_URL for vLLM, SGLang, Ollama ...
-    python examples/optimize_example.py [PROBLEM.py] [--base-url URL] [--llm openai|human]
+    python examples/optimize_example.py [PROBLEM.py] [--base-url URL] [--llm openai|human] [--no-profile]
     python examples/optimize_example.py --resume RUN_DIR
 
 Needs an NVIDIA GPU with the CUDA toolkit (nvcc; ncu for profiles). If the run is interrupted, running
@@ -15,8 +15,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from kernelblaster.graph.api import Run
 from kernelblaster.graph.context import RunContext
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.options import describe_settings_error
 
 PROBLEM = Path(__file__).parent / "problems" / "elementwise_swish_scale.py"
 
@@ -26,6 +30,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("problem", nargs="?", type=Path, default=PROBLEM)
     parser.add_argument("--base-url", help="an OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
     parser.add_argument("--llm", choices=("openai", "human"), default="openai")
+    parser.add_argument("--no-profile", dest="profile", action="store_false",
+                        help="run without Nsight Compute profiles (no ncu needed)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue this run instead of starting one")
     args = parser.parse_args(argv)
     try:
@@ -37,14 +43,18 @@ def main(argv: list[str]) -> int:
             role_models={"lowering": "gpt-5"},       # ... except the agent that writes the CUDA
             llm=args.llm,
             base_url=args.base_url,
+            profile=args.profile,
         )
         run = Run.open(args.resume) if args.resume else Run.create(args.problem, context)
         print(f"run directory: {run.files.root}")
         for progress in run.progress():  # one item per thing a node did, while the run goes on
             best = f"{progress.best_speedup:.2f}x" if progress.best_speedup else "-"
             print(f"{progress.note.where():<22} {progress.note.node:<20} best {best:<6} {progress.note.text}")
-    except ValueError as error:  # a UserFacingError, or a setting RunContext refuses
-        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
+    except ValidationError as error:  # a setting RunContext refuses
+        print(f"error: {describe_settings_error(error)}", file=sys.stderr)
+        return 2
+    except UserFacingError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     outcome = run.outcome()
     if outcome.status == "waiting_for_answer":

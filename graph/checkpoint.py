@@ -64,6 +64,10 @@ def thread_config(run_id: str) -> RunnableConfig:
 
 def create_checkpoints(files: RunFiles) -> None:
     """The run's checkpoint database, with its tables and no checkpoint yet."""
+    files.root.mkdir(parents=True, exist_ok=True)
+    # SQLite would make the file 0644 whatever the umask; made here, it gets the umask's mode like every
+    # file of the run (and SQLite gives its -wal and -shm files the database's mode).
+    os.close(os.open(files.checkpoints, os.O_WRONLY | os.O_CREAT, 0o666))
     with open_checkpointer(files) as checkpointer:
         checkpointer.setup()
 

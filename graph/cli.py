@@ -4,12 +4,14 @@ Each command group module exposes `add_commands(subparsers)` and declares its co
 `tools.options.add_command` (flags validated into a pydantic model before the command runs). Building the
 parser imports no torch, LangGraph or Chroma, so `--help` and light commands answer at once.
 Errors meant for the user (`UserFacingError`) print one line and exit with the error's status (2, or 4 for a
-problem too large for the GPU); nothing prints a traceback for them.
+problem too large for the GPU); nothing prints a traceback for them. Output into a pipe its reader closed
+(`kernelblaster kb export - | head`) ends the command quietly, as it ends other Unix tools.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -21,6 +23,7 @@ from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import CommandLineParser
 
 PROGRAM = "kernelblaster"
+EXIT_BROKEN_PIPE = 128 + 13  # the status of a program that SIGPIPE ended, as a shell reports it
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,13 +44,25 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        return int(args.command(args))
+        status = int(args.command(args))
+        sys.stdout.flush()  # a closed pipe is met here, not when Python flushes at exit
+        return status
     except UserFacingError as error:
         print(f"{PROGRAM}: {error}", file=sys.stderr)
         return error.exit_status
     except KeyboardInterrupt:
         print(f"{PROGRAM}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        _discard_unwritten_output()
+        return EXIT_BROKEN_PIPE
+
+
+def _discard_unwritten_output() -> None:
+    # What is still buffered for the closed pipe would fail again when Python flushes stdout at exit.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 class _PrintVersion(argparse.Action):

@@ -8,12 +8,13 @@ ablations (`memory`, `profile_feedback`, `agent`); the defaults are the full met
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self, TypeAlias, get_args
+from typing import Annotated, Any, Literal, Self, TypeAlias, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kernelblaster.graph.cost import ModelPrice
 from kernelblaster.harness.precision_policy import PrecisionPolicy
+from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import (
     KEY_VALUE_PAIRS,
     EndpointUrl,
@@ -22,6 +23,7 @@ from kernelblaster.tools.options import (
     PathText,
     SanitizerTools,
     Seconds,
+    describe_settings_error,
 )
 
 Role = Literal[
@@ -79,8 +81,9 @@ class RunContext(BaseModel):
     role_protocols: Annotated[dict[Role, AnswerProtocol], KEY_VALUE_PAIRS] = Field(
         default_factory=dict, description="schema or text answers for some roles (default: text for lowering)"
     )
-    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature (default: "
-                                      "the server's; reasoning models accept none)")
+    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False,
+                                      description="Sampling temperature (default: the server's; reasoning models "
+                                                  "accept none)")
     max_output_tokens: int | None = Field(default=None, ge=1, description="Longest answer, reasoning included, "
                                           "sent as max_completion_tokens (default: the server's limit)")
     llm_retries: int = Field(default=3, ge=0, le=10, description="Retries of transient transport errors per call")
@@ -167,3 +170,19 @@ class RunContext(BaseModel):
     def writes_kb(self) -> bool:
         """Whether the run teaches the KB: outcomes, discovered states and the learning roles' edits."""
         return self.memory == "learn" and self.agent == "full"
+
+
+class StudioContext(RunContext):
+    """`RunContext` as LangGraph builds it from Studio's form, `StudioContext(**form)`: a bad setting is one
+    line naming it, as a bad flag is on the command line, where pydantic would report several lines.
+
+    Only the Studio graph's context is one: pydantic also calls a model's own `__init__` to validate it
+    inside another model, where the command line names the flag itself."""
+
+    model_config = ConfigDict(title="RunContext")
+
+    def __init__(self, **settings: Any) -> None:
+        try:
+            super().__init__(**settings)
+        except ValidationError as error:
+            raise UserFacingError(describe_settings_error(error)) from None

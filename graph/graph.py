@@ -37,7 +37,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.context import RunContext, StudioContext
 from kernelblaster.graph.routes import (
     after_compile,
     after_diagnosis,
@@ -111,11 +111,11 @@ def build_trajectory_graph(services: Services) -> TrajectoryGraph:
     return graph.compile(name="trajectory")
 
 
-def build_graph(services: Services | None = None) -> RunGraphBuilder:
+def build_graph(services: Services | None = None, context_schema: type[RunContext] = RunContext) -> RunGraphBuilder:
     """The whole run, uncompiled (compile it with a checkpointer: `graph.checkpoint`, `graph.api`)."""
     services = services or Services()
     with_resources = _binder(services)
-    graph = StateGraph(OptimizationState, context_schema=RunContext, input_schema=OptimizationInput)
+    graph = StateGraph(OptimizationState, context_schema=context_schema, input_schema=OptimizationInput)
     # `setup` checks what the run needs and copies its inputs before the run's resources may exist.
     graph.add_node("setup", functools.partial(setup, services=services))
     graph.add_node("write_initial", with_resources(write_initial))
@@ -167,11 +167,11 @@ def _releasing(services: Services, node: Node) -> Node:
     return then_release
 
 
-def compile_graph(services: Services | None = None,
-                  checkpointer: BaseCheckpointSaver[str] | None = None) -> RunGraph:
+def compile_graph(services: Services | None = None, checkpointer: BaseCheckpointSaver[str] | None = None,
+                  context_schema: type[RunContext] = RunContext) -> RunGraph:
     """The runnable graph, allowed more steps than the largest run shape takes (LangGraph's default limit
     was 25 before 1.0, which a single deep trajectory exceeds)."""
-    graph = build_graph(services).compile(checkpointer=checkpointer, name="kernelblaster")
+    graph = build_graph(services, context_schema).compile(checkpointer=checkpointer, name="kernelblaster")
     return graph.with_config(recursion_limit=RECURSION_LIMIT)
 
 
@@ -182,4 +182,4 @@ def studio_graph() -> Iterator[RunGraph]:
     The server enters this for each request and leaves it when the request is done, so a run it drives
     gives its resources back however it ends (finished, failed, interrupted, cancelled)."""
     with Services() as services:
-        yield compile_graph(services)
+        yield compile_graph(services, context_schema=StudioContext)

@@ -1,7 +1,8 @@
 """Everything a new run is checked for before its run directory is created, each failure one line:
 the problem file loads, the `--init` kernel can be read, the run directory can be made (and holds no
 other run or files), the KB the user chose exists and is valid, and the services find what the run needs
-on this machine (an LLM endpoint, a GPU, nvcc, ncu)."""
+on this machine (an LLM endpoint, a GPU, nvcc, ncu). A run started from Studio gets the same checks, in
+the same words, from its `setup` node (`check_started_run`)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def check_new_run(problem: Path | str, context: RunContext, init: Path | str | N
                   services: Services) -> CheckedRun:
     """Check a new run as `Run.create` is asked for it; nothing is written."""
     problem_path = require_file(Path(problem), "the problem file").resolve()
-    init_path = _check_init_kernel(Path(init)) if init is not None else None
+    init_path = check_init_kernel(Path(init)) if init is not None else None
     run_dir = _check_run_directory(Path(context.run_dir or default_run_directory(problem_path)))
     kb_path = chosen_kb_path(context.kb_path).absolute()
     if kb_path.exists():
@@ -45,11 +46,23 @@ def check_new_run(problem: Path | str, context: RunContext, init: Path | str | N
     return CheckedRun(problem=problem_path, init=init_path, run_dir=run_dir, kb_path=kb_path)
 
 
+def check_started_run(problem: Path, init: Path | None, run_dir: Path, context: RunContext,
+                      services: Services) -> None:
+    """Check a run as its first node finds it, in the words `check_new_run` uses: a run started from Studio
+    was not checked before (its run directory may hold nothing yet, or this run's own files)."""
+    require_file(problem, "the problem file")
+    if init is not None:
+        check_init_kernel(init)
+    _require_usable_directory(run_dir)
+    chosen_kb_path(context.kb_path)
+    services.check(context)
+
+
 def default_run_directory(problem: Path) -> Path:
     return RUNS_DIRECTORY / f"{problem.stem}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
-def _check_init_kernel(init: Path) -> Path:
+def check_init_kernel(init: Path) -> Path:
     require_file(init, "the --init CUDA file")
     try:
         source = init.read_text()
@@ -64,10 +77,14 @@ def _check_run_directory(run_dir: Path) -> Path:
     files = RunFiles(run_dir)
     if files.record.exists():
         raise UserFacingError(f"{run_dir} already holds a run: continue it with `kernelblaster resume {run_dir}`")
-    problem = directory_problem(run_dir)
-    if problem is not None:
-        raise UserFacingError(f"the run directory {run_dir} {problem}")
+    _require_usable_directory(run_dir)
     if run_dir.is_dir() and any(run_dir.iterdir()):
         raise UserFacingError(f"the run directory {run_dir} is not empty; name a new one (a run keeps its files "
                               "apart from everything else)")
     return run_dir.resolve()
+
+
+def _require_usable_directory(run_dir: Path) -> None:
+    unusable = directory_problem(run_dir)
+    if unusable is not None:
+        raise UserFacingError(f"the run directory {run_dir} {unusable}")

@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
-from kernelblaster.harness.problem import Problem, ProblemError, ProblemInstance, instantiate
+from kernelblaster.harness.problem import Problem, ProblemError, ProblemInstance, ProblemTimedOut, instantiate
 from kernelblaster.harness.spec import ProblemSpec, run_forward, spec_from_output
 
 # Recurrent models on the CPU only while their arguments stay this small (they are KB-sized in KernelBench).
@@ -62,6 +62,8 @@ def analyse_problem(problem: Problem, gpu: int | None) -> ProblemAnalysis:
         return _untracked_on_gpu(problem, gpu) if gpu is not None else _untracked_on_cpu(problem)
     try:
         return _analyse_on(problem, "meta")
+    except ProblemTimedOut:
+        raise
     except ProblemError:
         if gpu is not None:
             return _analyse_on(problem, f"cuda:{gpu}")
@@ -71,9 +73,8 @@ def analyse_problem(problem: Problem, gpu: int | None) -> ProblemAnalysis:
 
 
 def _refuse_a_large_cpu_pass(problem: Problem) -> None:
-    try:
-        instance = instantiate(problem, 0, "meta")
-    except ProblemError:
+    instance = _built_on_meta(problem)
+    if instance is None:
         return  # not even buildable on meta: the CPU pass names the problem's own error
     needed = sum(_nbytes(t) for t in [*instance.tensor_args, *instance.initial_state.values()])
     if needed > CPU_PASS_LIMIT_BYTES:
@@ -116,6 +117,17 @@ def _untracked_on_cpu(problem: Problem) -> ProblemAnalysis:
     return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, "cpu")
 
 
+def _built_on_meta(problem: Problem) -> ProblemInstance | None:
+    """The problem built on the meta device, or None if it cannot be; a step that never ends is not retried
+    elsewhere (it would wait out the step time limit once per device)."""
+    try:
+        return instantiate(problem, 0, "meta")
+    except ProblemTimedOut:
+        raise
+    except ProblemError:
+        return None
+
+
 @contextmanager
 def _one_cpu_thread() -> Iterator[None]:
     """Intra-op threads of a small model spin against each other on a busy machine (an LSTM of KernelBench:
@@ -129,9 +141,8 @@ def _one_cpu_thread() -> Iterator[None]:
 
 
 def _recurrent_and_small(problem: Problem) -> bool:
-    try:
-        instance = instantiate(problem, 0, "meta")
-    except ProblemError:
+    instance = _built_on_meta(problem)
+    if instance is None:
         return False  # the model cannot even be built on meta; the fallback device decides
     if not any(isinstance(module, nn.RNNBase) for module in instance.model.modules()):
         return False

@@ -37,6 +37,10 @@ class ProblemError(UserFacingError):
     """A problem file that cannot be loaded, constructed or run; the message names the file."""
 
 
+class ProblemTimedOut(ProblemError):
+    """A step of the problem's own code ran past `PROBLEM_STEP_TIMEOUT_S`: no other device will make it end."""
+
+
 class _ProblemStepTimeout(BaseException):
     """Raised into problem code that ran too long; a BaseException, so its `except Exception` cannot keep it."""
 
@@ -48,7 +52,7 @@ def problem_code(path: Path, step: str) -> Iterator[None]:
         with _deadline(PROBLEM_STEP_TIMEOUT_S):
             yield
     except _ProblemStepTimeout:
-        raise ProblemError(f"{path}: {step} took longer than {PROBLEM_STEP_TIMEOUT_S:g} s; "
+        raise ProblemTimedOut(f"{path}: {step} took longer than {PROBLEM_STEP_TIMEOUT_S:g} s; "
                            "a problem must not wait or loop without end") from None
     except SystemExit as exit_request:
         raise ProblemError(f"{path}: {step} called exit({exit_request.code!r}); "

@@ -22,7 +22,9 @@ def visible_gpu_count() -> int:
 
 def missing_for_run(gpus: Sequence[int], profile: bool, unsafe_no_sandbox: bool, sanitize: bool) -> list[str]:
     """What this machine lacks to evaluate candidates on `gpus` (and profile them if `profile`, run them under
-    compute-sanitizer if `sanitize`), in the OS sandbox unless `unsafe_no_sandbox`; empty if nothing."""
+    compute-sanitizer if `sanitize`), in the OS sandbox unless `unsafe_no_sandbox`; empty if nothing. What a
+    setting would spare is said of a run started with it, as `resume` and `answer` cannot change a run's
+    settings."""
     missing = []
     count = visible_gpu_count()
     if count == 0:
@@ -35,13 +37,14 @@ def missing_for_run(gpus: Sequence[int], profile: bool, unsafe_no_sandbox: bool,
         missing.append(str(error))
     located = locate_ncu() if profile else None
     if isinstance(located, ToolUnavailable):
-        missing.append(f"{located.reason}; or pass --no-profile to run without profiles")
+        missing.append(f"{located.reason}; a run started with --no-profile (in Studio: profile off) needs no ncu")
     sanitizer = locate_sanitizer() if sanitize else None
     if isinstance(sanitizer, ToolUnavailable):
         missing.append(f"{sanitizer.reason}, for --sanitize")
     sandbox = None if unsafe_no_sandbox else probe_sandbox()
     if isinstance(sandbox, str):
-        missing.append(f"the OS sandbox ({sandbox}); or pass {UNSAFE_FLAG} to run candidates unconfined")
+        missing.append(f"the OS sandbox ({sandbox}); a run started with {UNSAFE_FLAG} (in Studio: "
+                       "unsafe_no_sandbox on) runs candidates unconfined")
     return missing
 
 

@@ -143,12 +143,28 @@ def run_export(options: ExportOptions) -> int:
     if options.output == "-":
         sys.stdout.write(data.decode())
         return 0
+    destination = Path(options.output)
     try:
-        write_atomically(Path(options.output), data)
+        unwritable = _unwritable_destination(destination)
+        if unwritable is None:
+            write_atomically(destination, data)
     except OSError as error:
-        raise UserFacingError(f"cannot write {options.output}: {error.strerror or error}") from None
+        unwritable = error.strerror or str(error)
+    if unwritable is not None:
+        raise UserFacingError(f"cannot write {options.output}: {unwritable}")
     _report(options, {"exported": str(kb.path), "to": options.output}, f"exported {kb.path} to {options.output}")
     return 0
+
+
+def _unwritable_destination(destination: Path) -> str | None:
+    """Why an export cannot be written at `destination`, in the user's terms (the OS would say "File exists"
+    of a folder on the way that is a file); None if it may be."""
+    from kernelblaster.tools.files import directory_problem
+
+    if destination.is_dir():
+        return "it is a directory"
+    problem = directory_problem(destination.parent)
+    return f"its folder {destination.parent} {problem}" if problem is not None else None
 
 
 def run_import(options: ImportOptions) -> int:

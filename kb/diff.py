@@ -8,6 +8,8 @@ from pydantic import BaseModel
 from kernelblaster.kb.schema import KBDocument, Optimization, PerformanceState
 
 # The fields that say what a state is; its optimizations are compared one by one instead.
+EXCERPT_CHARS = 57  # of a long text in a change line
+EXCERPT_LEAD = 20  # characters shown before the first difference
 _STATE_FIELDS = ("name", "primary_bottleneck", "secondary", "description", "signature", "arches", "deprecated")
 
 
@@ -74,13 +76,29 @@ def _state_changes(old: PerformanceState, new: PerformanceState) -> list[str]:
         before, after = getattr(old, field), getattr(new, field)
         if before == after:
             continue
-        changes.append(f"{field} changed" if field == "signature" else f"{field}: {_shown(before)} -> {_shown(after)}")
+        changes.append(f"{field} changed" if field == "signature" else f"{field}: {_change(before, after)}")
     return changes
 
 
-def _shown(value: object) -> str:
-    text = "-" if value is None or value == [] else ", ".join(value) if isinstance(value, list) else str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _change(before: object, after: object) -> str:
+    """`old -> new`, long texts cut to the stretch where they first differ (a change at the end of a
+    description must show)."""
+    old, new = _text(before), _text(after)
+    differs_at = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), min(len(old), len(new)))
+    start = max(0, differs_at - EXCERPT_LEAD)
+    return f"{_excerpt(old, start)} -> {_excerpt(new, start)}"
+
+
+def _text(value: object) -> str:
+    return "-" if value is None or value == [] else ", ".join(value) if isinstance(value, list) else str(value)
+
+
+def _excerpt(text: str, start: int) -> str:
+    if len(text) <= EXCERPT_CHARS:
+        return text
+    start = min(start, max(0, len(text) - EXCERPT_CHARS))
+    piece = text[start:start + EXCERPT_CHARS]
+    return f"{'...' if start else ''}{piece}{'...' if start + EXCERPT_CHARS < len(text) else ''}"
 
 
 def _optimizations(document: KBDocument, state_id: str) -> dict[str, Optimization]:

@@ -17,24 +17,22 @@ from pathlib import Path
 from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.preflight import check_started_run
 from kernelblaster.graph.progress import ProgressNote, write_note
 from kernelblaster.graph.run_files import RunFiles, default_run_dir, run_id_for, write_text_atomically
 from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import BaselineSummary, OptimizationState, RunFacts
 from kernelblaster.harness.profile import ProfileReport, top_kernels
-from kernelblaster.tools.files import require_file
 
 FACTS_FILE = "baseline/facts.json"
 PYTORCH_KERNELS_SHOWN = 3
 
 
 def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
-    require_file(Path(state.problem_path), "the problem file")
-    if state.init_kernel:
-        require_file(Path(state.init_kernel), "the --init CUDA file")
-    services.check(runtime.context)
     thread = runtime.execution_info.thread_id if runtime.execution_info else None
     run_dir = str(Path(runtime.context.run_dir or default_run_dir(state.problem_path, thread)).resolve())
+    check_started_run(Path(state.problem_path), Path(state.init_kernel) if state.init_kernel else None,
+                      Path(run_dir), runtime.context, services)
     files = RunFiles(run_dir)
     problem_path = keep_input(files, state.problem_path)
     init_kernel = keep_input(files, state.init_kernel) if state.init_kernel else None

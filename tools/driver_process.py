@@ -48,6 +48,9 @@ EXIT_TIMEOUT_S = 10.0
 WRAPPED_EXIT_TIMEOUT_S = 300.0  # a wrapper such as ncu writes its report after the driver exits
 FATAL_EXIT_WAIT_S = 5.0
 WRAPPED_FATAL_EXIT_WAIT_S = 60.0  # a wrapper (compute-sanitizer, ncu) writes its report after a crash too
+# A long timeout (a slow kernel's timing request: its call timeout times the calls) is waited for in slices,
+# as poll() overflows past about 24.8 days.
+POLL_SLICE_S = 3600.0
 BLOCKED_EXIT_STATUS = 159  # the launcher's status after a blocked system call (128 + SIGSYS)
 # A backstop for the whole driver process; each request has its own wall-clock timeout.
 DRIVER_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share(), cpu_seconds=3600)
@@ -495,8 +498,10 @@ class DriverSession:
                     return reply
                 self._tail.append(line + b"\n")
                 continue
-            remaining_ms = max(0.0, deadline - time.monotonic()) * 1000
-            if not poller.poll(remaining_ms):
+            remaining_s = max(0.0, deadline - time.monotonic())
+            if not poller.poll(min(remaining_s, POLL_SLICE_S) * 1000):
+                if time.monotonic() < deadline:
+                    continue
                 self._kill()
                 raise DriverTimeout(command, timeout_s, self.stderr_tail())
             chunk = os.read(stdout_fd, 65536)

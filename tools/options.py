@@ -21,6 +21,7 @@ from typing import Annotated, Any, Generic, NoReturn, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import file_problem
@@ -79,19 +80,32 @@ def add_command(subparsers: Subcommands, name: str, *, help: str, options: type[
     return parser
 
 
+def describe_settings_error(error: ValidationError) -> str:
+    """One line for settings given by name (Studio's context form, Python keywords), as a bad flag gets one:
+    the first bad setting, its value and what is wrong with it."""
+    first = error.errors(include_url=False)[0]
+    name = ".".join(str(part) for part in first["loc"])
+    return f"{name}{_shown(first['input'])}: {_message(first)}" if name else _message(first)
+
+
 def _describe(error: ValidationError, flags: dict[str, argparse.Action]) -> str:
     first = error.errors(include_url=False)[0]
     dest = next((part for part in reversed(first["loc"]) if isinstance(part, str) and part in flags), None)
-    message = str(first["msg"]).removeprefix("Value error, ")
-    message = message[:1].lower() + message[1:]
     if dest is None:
-        return message
+        return _message(first)
     action = flags[dest]
     metavar = action.metavar if isinstance(action.metavar, str) else None  # a tuple names several values
     name = max(action.option_strings, key=len) if action.option_strings else (metavar or dest).upper()
-    value = first["input"]
-    shown = "" if not isinstance(value, str | int | float) else f" {value!r}" if value == "" else f" {value}"
-    return f"{name}{shown}: {message}"
+    return f"{name}{_shown(first['input'])}: {_message(first)}"
+
+
+def _message(error: ErrorDetails) -> str:
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return message[:1].lower() + message[1:]
+
+
+def _shown(value: Any) -> str:
+    return "" if not isinstance(value, str | int | float) else f" {value!r}" if value == "" else f" {value}"
 
 
 def _comma_list(value: Any) -> Any:
@@ -170,8 +184,10 @@ def _readable_file(path: Path) -> Path:
 
 PositiveInt = Annotated[int, Field(ge=1)]
 GpuIndex = Annotated[int, Field(ge=0)]
-# Seconds a wait may last: NaN and infinity would mean "never time out".
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# Seconds a wait may last: NaN and infinity would mean "never time out", and waits far beyond a week overflow
+# what the operating system's timers take (poll: 24.8 days in milliseconds).
+MAX_WAIT_S = 7 * 24 * 3600.0
+Seconds = Annotated[float, Field(gt=0, le=MAX_WAIT_S, allow_inf_nan=False)]
 GpuIndices = Annotated[tuple[GpuIndex, ...], BeforeValidator(_comma_list), AfterValidator(_no_repeats),
                        Field(min_length=1)]
 Libraries = Annotated[tuple[str, ...], BeforeValidator(_comma_list), AfterValidator(_known_libraries)]

@@ -113,6 +113,13 @@ def test_timeout_is_measured_per_request() -> None:
     assert 0.5 <= elapsed < 3.0
 
 
+def test_a_timeout_longer_than_poll_can_wait_still_gets_the_reply(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    with fake_session(request_log=log) as session:
+        session.run(0, timeout_s=30 * 24 * 3600.0)  # a month: more than one poll() can wait
+    assert [json.loads(line)["cmd"] for line in log.read_text().splitlines()] == ["run", "exit"]
+
+
 def test_a_process_that_dies_mid_request_raises_crashed_with_signal_and_stderr() -> None:
     with fake_session("die") as session, pytest.raises(DriverCrashed) as raised:
         session.run(0, timeout_s=10)

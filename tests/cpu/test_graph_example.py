@@ -33,3 +33,20 @@ def test_the_api_example_takes_the_llm_its_error_suggests_and_then_names_the_mis
     assert finished.stderr.startswith("error: cannot run here: the run needs an NVIDIA GPU")
     assert finished.stderr.count("\n") == 1
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="specifies the behaviour without a GPU")
+def test_the_api_example_takes_the_no_profile_its_error_names(tmp_path: Path) -> None:
+    finished = _example(tmp_path, "--llm", "human", "--no-profile")
+    assert finished.returncode == 2
+    assert finished.stderr.startswith("error: cannot run here: the run needs an NVIDIA GPU")
+    assert "ncu" not in finished.stderr and finished.stderr.count("\n") == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_bad_setting_given_to_the_api_example_is_one_line_naming_it(tmp_path: Path) -> None:
+    finished = _example(tmp_path, "--base-url", "notaurl")
+    assert finished.returncode == 2
+    assert finished.stderr == ("error: base_url notaurl: expected an http:// or https:// URL such as "
+                               "http://127.0.0.1:8000/v1\n")
+    assert not (tmp_path / "runs").exists()

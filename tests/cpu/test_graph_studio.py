@@ -47,7 +47,7 @@ def _request(url: str, body: dict[str, object] | None = None) -> Any:
         return json.load(response)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def studio_server() -> Iterator[str]:
     if importlib.util.find_spec("langgraph_cli") is None:
         pytest.skip("langgraph-cli[inmem] is not installed (pip install -e '.[studio]')")
@@ -109,3 +109,35 @@ def test_a_studio_run_with_a_mistake_shows_the_same_line_as_the_cli(
     cli_line = capsys.readouterr().err.strip().removeprefix("kernelblaster: ")
     assert result == {"__error__": {"error": "UserFacingError", "message": cli_line}}
     assert cli_line == f"the problem file {missing} does not exist"
+
+
+def _run_with(studio_server: str, problem_input: dict[str, str], context: dict[str, object]) -> object:
+    return _request(f"{studio_server}/runs/wait", {"assistant_id": _assistant_id(studio_server), "input": problem_input,
+                                                    "context": context})
+
+
+def test_a_studio_run_with_a_bad_setting_names_it_in_one_line(studio_server: str, tmp_path: Path) -> None:
+    result = _run_with(studio_server, {"problem_path": str(tmp_path / "problem.py")}, {"llm": "human", "gpus": [0, 0]})
+    assert result == {"__error__": {"error": "UserFacingError", "message": "gpus: lists 0 more than once"}}
+
+
+@pytest.mark.parametrize(("mistake", "complaint"), [
+    ("init_kernel", "the --init CUDA file {tmp}/empty.cu is empty"),
+    ("run_dir", "the run directory {tmp}/empty.cu is a file"),
+    ("kb_path", "KB file {tmp}/typo_kb.json: does not exist (create a new KB there with `kernelblaster kb init "
+                "{tmp}/typo_kb.json`)"),
+])
+def test_a_studio_run_with_a_bad_file_shows_the_line_the_cli_prints_and_writes_nothing(
+        mistake: str, complaint: str, studio_server: str, tmp_path: Path) -> None:
+    problem = tmp_path / "problem.py"
+    problem.write_text((REPO / "examples" / "problems" / "softmax_rows.py").read_text())
+    (tmp_path / "empty.cu").write_text("")
+    problem_input = {"problem_path": str(problem)}
+    context: dict[str, object] = {"llm": "human", "run_dir": str(tmp_path / "run")}
+    if mistake == "init_kernel":
+        problem_input["init_kernel"] = str(tmp_path / "empty.cu")
+    else:
+        context[mistake] = str(tmp_path / ("empty.cu" if mistake == "run_dir" else "typo_kb.json"))
+    result = _run_with(studio_server, problem_input, context)
+    assert isinstance(result, dict) and result["__error__"]["message"] == complaint.format(tmp=tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["empty.cu", "problem.py"]

@@ -222,6 +222,7 @@ def test_header_of_a_broken_problem_is_a_one_line_error(capsys: pytest.CaptureFi
         (["--timeout", "0"], "--timeout 0: input should be greater than 0"),
         (["--timeout", "nan"], "--timeout nan: input should be a finite number"),
         (["--timeout", "inf"], "--timeout inf: input should be a finite number"),
+        (["--timeout", "1e7"], "--timeout 1e7: input should be less than or equal to 604800"),
         (["--gpu", "-1"], "--gpu -1: input should be greater than or equal to 0"),
         (["--arch", "volta"], "--arch volta: expected a GPU architecture such as sm_90"),
         (["--sanitize", "valgrind"], "--sanitize valgrind: input should be 'memcheck', 'racecheck' or 'initcheck'"),

@@ -157,6 +157,19 @@ def test_command_line_entry_point_exits_non_zero_on_a_broken_kb(kb_path: Path) -
     assert result.stderr.startswith(f"kernelblaster: KB file {kb_path}: not valid JSON")
 
 
+@pytest.mark.parametrize("command", [["kb", "export", "-"], ["kb", "show"], ["kb", "stats", "--json"]])
+def test_output_into_a_pipe_whose_reader_is_gone_ends_quietly(command: list[str], kb_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `kernelblaster kb export - | head -1` leaves it once head has its line
+    try:
+        result = subprocess.run([sys.executable, "-m", "kernelblaster.graph", *command, "--kb", str(kb_path)],
+                                stdout=write_end, stderr=subprocess.PIPE, text=True, check=False)
+    finally:
+        os.close(write_end)
+    assert result.stderr == ""
+    assert result.returncode == 141
+
+
 def _learn_over_two_iterations(kb_path: Path) -> KnowledgeBase:
     """Run `run-1` taught the KB one outcome per iteration and snapshotted it after each; then one more."""
     kb = KnowledgeBase.load(kb_path)

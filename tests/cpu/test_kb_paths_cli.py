@@ -13,6 +13,7 @@ import pytest
 from fixtures.cli import folder_picture, kernelblaster
 
 from kernelblaster.kb.codec import decode
+from kernelblaster.kb.diff import EXCERPT_CHARS
 from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.kb.store import KnowledgeBase, read_document
 
@@ -98,12 +99,20 @@ def test_a_kb_nested_a_hundred_thousand_levels_deep_is_one_line(tmp_path: Path,
     assert folder_picture(tmp_path) == before
 
 
-def test_exporting_where_nothing_can_be_written_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("destination", "complaint"), [
+    ("/proc/x.json", "cannot write /proc/x.json: "),
+    ("kb.json/inside.json", "cannot write kb.json/inside.json: its folder kb.json is a file"),
+    ("kb.json/more/inside.json", "cannot write kb.json/more/inside.json: its folder kb.json/more cannot be created: "
+                                 "kb.json is a file"),
+    ("/", "cannot write /: it is a directory"),
+    (".", "cannot write .: it is a directory"),
+])
+def test_exporting_where_nothing_can_be_written_is_one_line(destination: str, complaint: str, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     KnowledgeBase.create(tmp_path / "kb.json")
     before = folder_picture(tmp_path)
-    for destination in ("/proc/x.json", "kb.json/inside.json"):
-        finished = kernelblaster(capsys, "kb", "export", destination, "--kb", "kb.json")
-        assert finished.status == 2 and finished.error_line.startswith(f"cannot write {destination}: ")
+    finished = kernelblaster(capsys, "kb", "export", destination, "--kb", "kb.json")
+    assert finished.status == 2 and finished.error_line.startswith(complaint)
     assert folder_picture(tmp_path) == before
 
 
@@ -139,3 +148,14 @@ def test_kb_diff_shows_a_changed_state_name_description_and_signature(tmp_path: 
     out = kernelblaster(capsys, "kb", "diff", snapshot, "--kb", "kb.json").out
     assert out.startswith(f"~ state {state_id}: name: {state.name} -> renamed; description: ")
     assert "-> described anew" in out and "signature changed" in out
+
+
+def test_kb_diff_shows_where_a_long_description_changed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kb = KnowledgeBase.create(tmp_path / "kb.json")
+    snapshot = kb.write_snapshot("run-1", 0)
+    state_id, state = next(iter(kb.document.states.items()))
+    kb.document.states[state_id] = state.model_copy(update={"description": state.description + " Edited."})
+    kb.save()
+    out = kernelblaster(capsys, "kb", "diff", snapshot, "--kb", "kb.json").out
+    old_end, new_end = state.description[-EXCERPT_CHARS:], (state.description + " Edited.")[-EXCERPT_CHARS:]
+    assert out == f"~ state {state_id}: description: ...{old_end} -> ...{new_end}\n"

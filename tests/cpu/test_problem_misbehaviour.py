@@ -18,9 +18,12 @@ PROBLEMS = Path(__file__).resolve().parents[1] / "fixtures" / "problems"
 CANDIDATE = Path(__file__).resolve().parents[2] / "examples" / "candidates" / "elementwise_swish_scale" / "naive.cu"
 
 
+STEP_S = 1.0
+
+
 @pytest.fixture
 def one_second_steps(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(problem, "PROBLEM_STEP_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(problem, "PROBLEM_STEP_TIMEOUT_S", STEP_S)
 
 
 @pytest.mark.parametrize("command", ["header", "eval"])
@@ -39,7 +42,7 @@ def test_a_problem_that_waits_forever_is_stopped_at_the_step_time_limit(
         name: str, step: str, one_second_steps: None, capsys: pytest.CaptureFixture[str]) -> None:
     started = time.monotonic()
     finished = kernelblaster(capsys, "header", PROBLEMS / name)
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 2 * STEP_S  # waited out once, not once per device the spec could try
     assert finished.status == 2
     assert finished.error_line == (f"{PROBLEMS / name}: {step} took longer than 1 s; a problem must not wait or "
                                    "loop without end")

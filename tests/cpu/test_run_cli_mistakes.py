@@ -37,8 +37,10 @@ from fixtures.graph.scenario import (
 
 from kernelblaster.graph import api, services
 from kernelblaster.graph.run_files import RunFiles
+from kernelblaster.harness import requirements
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.toolkit import ToolUnavailable
 
 
 @pytest.fixture(autouse=True)
@@ -87,6 +89,8 @@ def waiting_run(tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.
     (["--role-model", "nobody=big"], "--role-model nobody: input should be 'lowering', "),
     (["--llm", "robot"], "--llm robot: input should be 'openai', 'human' or 'replay'"),
     (["--llm-timeout", "inf"], "--llm-timeout inf: input should be a finite number"),
+    (["--llm-timeout", "1e9"], "--llm-timeout 1e9: input should be less than or equal to 604800"),
+    (["--temperature", "nan"], "--temperature nan: input should be a finite number"),
     (["--max-concurrent-requests", "0"], "--max-concurrent-requests 0: input should be greater than or equal to 1"),
     (["--precision", "fp8"], "--precision fp8: input should be 'strict', 'tf32', 'fp16' or 'pytorch-default'"),
     (["--sanitize", "memchek"], "--sanitize memchek: input should be 'memcheck', 'racecheck' or 'initcheck'"),
@@ -296,6 +300,23 @@ def test_lost_checkpoints_are_said_and_the_run_starts_over_only_with_restart(
     assert api.Run.open(waiting_run).outcome().status == "waiting_for_answer"
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="specifies the behaviour without a GPU")
+def test_resuming_where_the_run_cannot_run_names_no_flag_resume_lacks(
+        waiting_run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(services, "harness_evaluator", services.HarnessEvaluators())  # the real machine check
+    monkeypatch.setattr(requirements, "locate_ncu", lambda: ToolUnavailable(reason="ncu not found"))
+    monkeypatch.setattr(requirements, "probe_sandbox", lambda: None)  # only the GPU and ncu are missing
+    before = folder_picture(waiting_run)
+    commands: list[list[str | Path]] = [["resume", waiting_run], ["answer", waiting_run, "--file", "empty.cu"]]
+    for command in commands:
+        finished = kernelblaster(capsys, *command)
+        assert finished.status == 2
+        assert finished.error_line == ("cannot run here: the run needs an NVIDIA GPU (no CUDA GPU is visible); ncu "
+                                       "not found; a run started with --no-profile (in Studio: profile off) needs "
+                                       "no ncu")
+    assert folder_picture(waiting_run) == before
+
+
 def test_resuming_a_run_whose_kb_is_gone_is_one_line(waiting_run: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "kb.json").unlink()
@@ -323,12 +344,14 @@ def test_one_process_at_a_time_advances_a_run(waiting_run: Path, capsys: pytest.
         name: entry for name, entry in before.items() if name != "run.lock"}
 
 
-def test_run_files_get_the_mode_the_umask_asks_for(tmp_path: Path, recorded_harness: EvaluationLog,
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664)])
+def test_run_files_get_the_mode_the_umask_asks_for(umask: int, mode: int, tmp_path: Path,
+                                                   recorded_harness: EvaluationLog,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    previous = os.umask(0o022)
+    previous = os.umask(umask)
     try:
         optimize(capsys)
     finally:
         os.umask(previous)
     modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in (tmp_path / "run").rglob("*") if path.is_file()}
-    assert modes and set(modes.values()) == {0o644}, modes
+    assert modes and set(modes.values()) == {mode}, modes
