@@ -4,6 +4,7 @@ wheel and in an editable install."""
 from __future__ import annotations
 
 import json
+import site
 import subprocess
 import sys
 import zipfile
@@ -13,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("graph", "nodes", "tools", "kb", "harness", "eval")
+PARENT_PTH = "parent_environment.pth"
 
 
 @pytest.fixture(scope="module")
@@ -53,17 +55,24 @@ def test_wheel_carries_every_kb_snippet(wheel_names: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 def editable_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh environment (seeing this one's packages, setuptools among them) with `pip install -e` done."""
+    """A fresh environment with `pip install -e` done. It sees this environment's packages (setuptools among
+    them) through a .pth file: `--system-site-packages` would show the base interpreter's instead when the
+    tests run in a virtual environment."""
     env = tmp_path_factory.mktemp("editable") / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    (_site_packages(env) / PARENT_PTH).write_text("\n".join(site.getsitepackages()) + "\n")
     subprocess.run([env / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
                     "-e", str(ROOT)], check=True, capture_output=True)
     return env
 
 
+def _site_packages(env: Path) -> Path:
+    (site_dir,) = env.glob("lib/python*/site-packages")
+    return site_dir
+
+
 def test_an_editable_install_adds_nothing_to_site_packages_but_the_projects(editable_env: Path) -> None:
-    (site,) = editable_env.glob("lib/python*/site-packages")
-    added = {path.name for path in site.iterdir()} - {"__pycache__"}
+    added = {path.name for path in _site_packages(editable_env).iterdir()} - {"__pycache__", PARENT_PTH}
     assert added and all("kernelblaster" in name for name in added), added
 
 
