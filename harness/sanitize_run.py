@@ -66,7 +66,7 @@ def sanitize_call(call: SanitizedCall, tool: SanitizerTool) -> SanitizerResult:
             with DriverSession(call.command, wrapper=sanitizer_prefix(located, tool, log_path), sandbox=call.sandbox,
                                view=view) as session:
                 session.setup([call.tensor_set], flush_bytes=call.flush_bytes, device=call.device,
-                              timeout_s=timeout_s)
+                              timeout_s=timeout_s, mark_initialized=tool is SanitizerTool.INITCHECK)
                 session.run(0, timeout_s=timeout_s)
         except DriverError as error:
             failure = error

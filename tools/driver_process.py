@@ -121,6 +121,8 @@ class SetupRequest(BaseModel):
     device: int = Field(ge=0)
     flush_bytes: int = Field(ge=0)
     sets: list[TensorSet] = Field(min_length=1)
+    # Under compute-sanitizer's initcheck: make the IPC-mapped inputs and parameters count as written
+    mark_initialized: bool = False
 
 
 class RunRequest(BaseModel):
@@ -378,9 +380,12 @@ class DriverSession:
             raise failure
 
     # -- requests -------------------------------------------------------------------------------------
-    def setup(self, sets: list[TensorSet], flush_bytes: int, device: int = 0, timeout_s: float = 60.0) -> None:
-        """Map every tensor set through IPC; `flush_bytes` sizes the L2 flush buffer (2x the L2 size)."""
-        self._request(SetupRequest(device=device, flush_bytes=flush_bytes, sets=sets), DriverReply, timeout_s)
+    def setup(self, sets: list[TensorSet], flush_bytes: int, device: int = 0, timeout_s: float = 60.0,
+              mark_initialized: bool = False) -> None:
+        """Map every tensor set through IPC; `flush_bytes` sizes the L2 flush buffer (2x the L2 size).
+        `mark_initialized` is for initcheck, which otherwise sees every input as never written."""
+        self._request(SetupRequest(device=device, flush_bytes=flush_bytes, sets=sets,
+                                   mark_initialized=mark_initialized), DriverReply, timeout_s)
 
     def run(self, set_index: int, timeout_s: float) -> None:
         """One kb_forward call on a tensor set, synchronised and checked for CUDA errors."""

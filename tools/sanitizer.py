@@ -79,9 +79,13 @@ def render_sanitizer_report(result: SanitizerResult) -> str:
         return f"compute-sanitizer {result.tool.value} gave no report: {result.reason}"
     if result.status == "clean":
         return f"compute-sanitizer {result.tool.value}: no errors"
-    count = result.error_count or len(result.findings)
-    lines = [f"compute-sanitizer {result.tool.value}: {count} error{'s' if count != 1 else ''}"
-             + (f" (the first {len(result.findings)} shown)" if count > len(result.findings) else "")]
+    if result.error_count is None:
+        lines = [f"compute-sanitizer {result.tool.value}: at least {len(result.findings)} errors (it was stopped "
+                 "before its summary)"]
+    else:
+        count = result.error_count
+        lines = [f"compute-sanitizer {result.tool.value}: {count} error{'s' if count != 1 else ''}"
+                 + (f" (the first {len(result.findings)} shown)" if count > len(result.findings) else "")]
     for finding in result.findings:
         lines += [f"- {finding.headline}", *(f"    {detail}" for detail in finding.details)]
     return "\n".join(lines)
@@ -96,8 +100,13 @@ def parse_sanitizer_output(text: str, tool: SanitizerTool, *,
     lines = _sanitizer_lines(text)
     count = _error_count(lines)
     findings = [_finding(block) for block in _blocks(lines)][:max_findings]
+    # Stopped (a timeout) after reporting errors in kernels: what it reported still stands. A finding that
+    # says where it happened is one; the tool's own complaints ("Target application terminated ...") say not.
+    if count is None and any(finding.details for finding in findings):
+        return SanitizerResult(tool=tool, status="errors", findings=findings,
+                               reason="compute-sanitizer was stopped before its error summary")
     if count is None:
-        return SanitizerResult(tool=tool, status="failed", findings=findings, output_tail=_tail(text),
+        return SanitizerResult(tool=tool, status="failed", output_tail=_tail(text),
                                reason="compute-sanitizer printed no error summary")
     return SanitizerResult(tool=tool, status="errors" if count else "clean", error_count=count, findings=findings)
 

@@ -11,7 +11,7 @@
 // exits after the reply, and "rc" when kb_forward returned nonzero). Once loaded, before reading any
 // request, the driver announces itself with {"seq":0,"ok":true}; the harness numbers requests from 1.
 //   {"cmd":"setup","seq":S,"device":D,"flush_bytes":N,
-//    "sets":[{"inputs":[T..],"params":[T..],"outputs":[T..]}..]}
+//    "sets":[{"inputs":[T..],"params":[T..],"outputs":[T..]}..],"mark_initialized":false}
 //       T = {"handle":"<128 hex chars>","offset":B,"dtype":KBDtype,"shape":[..],"strides":[..]}
 //   {"cmd":"run","seq":S,"set":i}                          -> {"seq":S,"ok":true,"rc":0}
 //   {"cmd":"time","seq":S,"warmup":W,"iters":N,"sets":[..],"flush":true,"poison":true}
@@ -157,6 +157,13 @@ static int64_t int_field(const Value& obj, const char* key, int64_t fallback, in
   return n;
 }
 
+static bool bool_field(const Value& req, const char* key, bool fallback) {
+  const Value* v = req.find(key);
+  if (v == nullptr) return fallback;
+  if (v->kind != Value::Bool) throw RequestError(std::string("field '") + key + "' must be a boolean");
+  return v->boolean;
+}
+
 static size_t set_index(const Session& s, const Value& v) {
   int64_t i = as_int(v, "a set index");
   if (i < 0 || static_cast<size_t>(i) >= s.sets.size())
@@ -237,6 +244,33 @@ static void keep_pool_memory(int device) {
   check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all), "keeping pool memory");
 }
 
+// compute-sanitizer's initcheck cannot see that the harness wrote the inputs and parameters in its own
+// process: to it every byte mapped through IPC is uninitialized, and reporting each read of them makes a
+// sanitized call run for hours. Copying them through host memory and back counts as writing them. Outputs
+// are left as they are, so a candidate that reads an output before writing it is still reported.
+static size_t extent_bytes(const KBTensor& t) {
+  size_t last = 0;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] == 0) return 0;
+    last += static_cast<size_t>(t.shape[d] - 1) * static_cast<size_t>(t.strides[d]);
+  }
+  return (last + 1) * kb_dtype_size(t.dtype);
+}
+
+static void mark_initialized(const std::vector<KBTensor>& tensors) {
+  constexpr size_t kChunk = size_t{64} << 20;
+  std::vector<char> host;
+  for (const KBTensor& t : tensors) {
+    char* data = static_cast<char*>(t.data);
+    for (size_t done = 0, total = extent_bytes(t); done < total; done += kChunk) {
+      size_t n = std::min(kChunk, total - done);
+      host.resize(std::max(host.size(), n));
+      check(cudaMemcpy(host.data(), data + done, n, cudaMemcpyDeviceToHost), "reading an input for initcheck");
+      check(cudaMemcpy(data + done, host.data(), n, cudaMemcpyHostToDevice), "rewriting an input for initcheck");
+    }
+  }
+}
+
 static std::string handle_setup(Session& s, const Value& req) {
   if (s.ready) throw RequestError("setup was already done");
   check(cudaSetDevice(static_cast<int>(int_field(req, "device", 0, 0))), "selecting the device");
@@ -249,6 +283,11 @@ static std::string handle_setup(Session& s, const Value& req) {
                     parse_tensors(s, set, "outputs", i)});
   }
   if (sets.empty()) throw RequestError("setup needs at least one tensor set");
+  if (bool_field(req, "mark_initialized", false))
+    for (const TensorSet& set : sets) {
+      mark_initialized(set.inputs);
+      mark_initialized(set.params);
+    }
   s.flush_bytes = static_cast<size_t>(int_field(req, "flush_bytes", 0, 0));
   check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "creating the stream");
   check(cudaEventCreate(&s.start), "creating the start event");
@@ -407,13 +446,6 @@ struct TimeRequest {
   bool flush, poison;
   std::vector<size_t> rotation;
 };
-
-static bool bool_field(const Value& req, const char* key, bool fallback) {
-  const Value* v = req.find(key);
-  if (v == nullptr) return fallback;
-  if (v->kind != Value::Bool) throw RequestError(std::string("field '") + key + "' must be a boolean");
-  return v->boolean;
-}
 
 static TimeRequest parse_time(const Session& s, const Value& req) {
   TimeRequest t{int_field(req, "warmup", 10, 0), int_field(req, "iters", 100, 1), bool_field(req, "flush", true),

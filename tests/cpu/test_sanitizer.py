@@ -9,12 +9,13 @@ recordings of a real run.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 from fixtures import sanitizer_stand_in
-from fixtures.sanitizer_stand_in import CLEAN, MEMCHECK_OUT_OF_BOUNDS, NO_SUMMARY
+from fixtures.sanitizer_stand_in import CLEAN, INITCHECK_CUT_OFF, MEMCHECK_OUT_OF_BOUNDS, NO_SUMMARY
 
 from kernelblaster.harness.sanitize_run import SanitizedCall, require_sanitizer, sanitize_call
 from kernelblaster.tools.driver_process import IpcTensor, TensorSet
@@ -114,6 +115,18 @@ def test_report_without_summary_is_a_failed_run() -> None:
     assert "terminated before first instrumented API call" in result.output_tail
 
 
+def test_findings_of_a_report_cut_off_before_its_summary_stand_as_errors() -> None:
+    result = parse_sanitizer_output(INITCHECK_CUT_OFF, SanitizerTool.INITCHECK)
+    assert (result.status, result.error_count) == ("errors", None)
+    assert result.findings[0].headline == "Uninitialized __global__ memory read of size 4 bytes"
+    assert "stopped before its error summary" in result.reason
+
+
+def test_a_cut_off_report_is_rendered_as_at_least_its_findings() -> None:
+    text = render_sanitizer_report(parse_sanitizer_output(INITCHECK_CUT_OFF, SanitizerTool.INITCHECK))
+    assert text.splitlines()[0] == "compute-sanitizer initcheck: at least 1 errors (it was stopped before its summary)"
+
+
 def test_a_report_is_rendered_for_the_agent_with_where_each_error_happened() -> None:
     text = render_sanitizer_report(parse_sanitizer_output(MEMCHECK_OUT_OF_BOUNDS, SanitizerTool.MEMCHECK))
     assert text.splitlines()[:3] == [
@@ -182,3 +195,22 @@ def test_a_run_without_a_summary_failed_and_says_how_the_call_ended(monkeypatch:
     result = sanitize_call(one_call(), SanitizerTool.MEMCHECK)
     assert result.status == "failed"
     assert result.reason.startswith("compute-sanitizer printed no error summary; the call failed: no reply to 'run'")
+
+
+def test_errors_reported_before_a_checked_call_hung_stand(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    sanitizer_stand_in.install(tmp_path, monkeypatch, INITCHECK_CUT_OFF, report_first=True,
+                               FAKE_DRIVER_BEHAVIOUR="hang")
+    result = sanitize_call(one_call(), SanitizerTool.INITCHECK)
+    assert result.status == "errors"
+    assert result.findings[0].details[0].endswith("in candidate.cu:9")
+
+
+@pytest.mark.parametrize(("tool", "marked"), [(SanitizerTool.INITCHECK, True), (SanitizerTool.MEMCHECK, False),
+                                              (SanitizerTool.RACECHECK, False)])
+def test_only_initcheck_asks_the_driver_to_mark_the_inputs_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                   tool: SanitizerTool, marked: bool) -> None:
+    requests = tmp_path / "requests.jsonl"
+    sanitizer_stand_in.install(tmp_path, monkeypatch, CLEAN, FAKE_DRIVER_REQUEST_LOG=str(requests))
+    sanitize_call(one_call(), tool)
+    setup = next(r for r in map(json.loads, requests.read_text().splitlines()) if r["cmd"] == "setup")
+    assert setup["mark_initialized"] is marked
