@@ -6,11 +6,16 @@ starts the driver's launcher, which confines the driver process itself. A call t
 sanitizer is what a memcheck error looks like (the checker stops the faulty kernel), so a run counts as
 `clean` only when the call succeeded and the report says no errors; any other run without errors is
 `failed`, with the reason.
+
+A faulty kernel can make a checker report an error for every thread (initcheck on a read of an unwritten
+output, memcheck on an access past the end), and reporting millions of them takes hours: a watcher reads the
+report as it grows and stops the run once it holds more errors than the agent is shown.
 """
 
 from __future__ import annotations
 
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +23,7 @@ from kernelblaster.tools.driver_process import DriverError, DriverSession, Tenso
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.sandbox import Sandbox, SandboxView
 from kernelblaster.tools.sanitizer import (
+    DEFAULT_MAX_FINDINGS,
     SanitizerResult,
     SanitizerTool,
     locate_sanitizer,
@@ -28,6 +34,9 @@ from kernelblaster.tools.toolkit import ToolUnavailable, tool_installation
 
 # Instrumented kernels run tens of times slower than plain ones (racecheck the most).
 SANITIZER_TIMEOUT_FACTOR = 50
+# How often the watcher reads the growing report, and how much of its beginning (where the first errors are)
+REPORT_POLL_S = 0.5
+REPORT_HEAD_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -64,7 +73,7 @@ def sanitize_call(call: SanitizedCall, tool: SanitizerTool) -> SanitizerResult:
         failure: DriverError | None = None
         try:
             with DriverSession(call.command, wrapper=sanitizer_prefix(located, tool, log_path), sandbox=call.sandbox,
-                               view=view) as session:
+                               view=view) as session, _ReportWatcher(session, log_path, tool):
                 session.setup([call.tensor_set], flush_bytes=call.flush_bytes, device=call.device,
                               timeout_s=timeout_s, mark_initialized=tool is SanitizerTool.INITCHECK)
                 session.run(0, timeout_s=timeout_s)
@@ -72,6 +81,37 @@ def sanitize_call(call: SanitizedCall, tool: SanitizerTool) -> SanitizerResult:
             failure = error
         report = log_path.read_text(errors="replace") if log_path.is_file() else ""
     return _judged(parse_sanitizer_output(report, tool), failure)
+
+
+class _ReportWatcher:
+    """While in use, interrupts the checked run once its report holds more errors than the agent is shown."""
+
+    def __init__(self, session: DriverSession, log_path: Path, tool: SanitizerTool) -> None:
+        self._session, self._log_path, self._tool = session, log_path, tool
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="sanitizer-report-watcher", daemon=True)
+
+    def __enter__(self) -> None:
+        self._thread.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._done.wait(REPORT_POLL_S):
+            if self._enough_reported():
+                self._session.interrupt()
+                return
+
+    def _enough_reported(self) -> bool:
+        try:
+            with self._log_path.open(errors="replace") as log:
+                head = log.read(REPORT_HEAD_BYTES)
+        except FileNotFoundError:  # the checker has not opened its log yet
+            return False
+        parsed = parse_sanitizer_output(head, self._tool, max_findings=DEFAULT_MAX_FINDINGS + 1)
+        return parsed.status == "errors" and len(parsed.findings) > DEFAULT_MAX_FINDINGS
 
 
 def _judged(parsed: SanitizerResult, failure: DriverError | None) -> SanitizerResult:

@@ -379,6 +379,13 @@ class DriverSession:
         if check and failure is not None:
             raise failure
 
+    def interrupt(self) -> None:
+        """Kill the driver's process group from another thread (a watcher that has seen enough); the request
+        waiting for a reply then fails as a driver that exited without replying."""
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+
     # -- requests -------------------------------------------------------------------------------------
     def setup(self, sets: list[TensorSet], flush_bytes: int, device: int = 0, timeout_s: float = 60.0,
               mark_initialized: bool = False) -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from fixtures import sanitizer_stand_in
-from fixtures.sanitizer_stand_in import CLEAN, INITCHECK_CUT_OFF, MEMCHECK_OUT_OF_BOUNDS, NO_SUMMARY
+from fixtures.sanitizer_stand_in import CLEAN, INITCHECK_CUT_OFF, INITCHECK_FLOOD, MEMCHECK_OUT_OF_BOUNDS, NO_SUMMARY
 
 from kernelblaster.harness.sanitize_run import SanitizedCall, require_sanitizer, sanitize_call
 from kernelblaster.tools.driver_process import IpcTensor, TensorSet
@@ -147,11 +148,11 @@ def no_sanitizer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     sanitizer_stand_in.hide(tmp_path, monkeypatch)
 
 
-def one_call() -> SanitizedCall:
+def one_call(timeout_s: float = 0.05) -> SanitizedCall:
     x = IpcTensor(handle_hex="ab" * 64, offset=0, dtype=0, shape=[4, 8], strides=[8, 1])
     return SanitizedCall(command=[sys.executable, str(FAKE_DRIVER)], view=SandboxView(),
                          tensor_set=TensorSet(inputs=[x], params=[], outputs=[x.model_copy(update={"offset": 512})]),
-                         device=0, flush_bytes=0, timeout_s=0.05, sandbox=None)
+                         device=0, flush_bytes=0, timeout_s=timeout_s, sandbox=None)
 
 
 @pytest.mark.usefixtures("no_sanitizer")
@@ -203,6 +204,16 @@ def test_errors_reported_before_a_checked_call_hung_stand(monkeypatch: pytest.Mo
     result = sanitize_call(one_call(), SanitizerTool.INITCHECK)
     assert result.status == "errors"
     assert result.findings[0].details[0].endswith("in candidate.cu:9")
+
+
+def test_a_run_that_floods_its_report_is_stopped_long_before_its_timeout(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    sanitizer_stand_in.install(tmp_path, monkeypatch, INITCHECK_FLOOD, report_first=True, FAKE_DRIVER_BEHAVIOUR="hang")
+    started = time.monotonic()
+    result = sanitize_call(one_call(timeout_s=4.0), SanitizerTool.INITCHECK)  # 200 s under the checker
+    assert time.monotonic() - started < 60
+    assert (result.status, len(result.findings)) == ("errors", 5)
+    assert render_sanitizer_report(result).startswith("compute-sanitizer initcheck: at least 5 errors")
 
 
 @pytest.mark.parametrize(("tool", "marked"), [(SanitizerTool.INITCHECK, True), (SanitizerTool.MEMCHECK, False),

@@ -50,7 +50,7 @@ def test_a_kernel_that_passes_every_check_is_a_sanitizer_error_under_its_checker
     sanitized = evaluate_candidate(case.problem, case.candidate, quick(cache_dir, sanitize=(SanitizerTool(case.tool),)))
     assert sanitized.verdict == "sanitizer_error", sanitized.summary
     (report,) = sanitized.sanitizer
-    assert report.status == "errors" and (report.error_count or 0) >= 1
+    assert report.status == "errors" and report.error_count != 0  # None: stopped once it had reported enough
     assert report.findings[0].headline.startswith(case.finding), report.findings[0]
     assert sanitized.timing is None  # never timed, never rewarded
 
