@@ -26,6 +26,7 @@ from kernelblaster.tools.sanitizer import (
     SanitizerTool,
     parse_sanitizer_output,
     render_sanitizer_report,
+    sanitizer_prefix,
 )
 
 FAKE_DRIVER = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "fake_driver_protocol.py"
@@ -214,6 +215,13 @@ def test_a_run_that_floods_its_report_is_stopped_long_before_its_timeout(monkeyp
     assert time.monotonic() - started < 60
     assert (result.status, len(result.findings)) == ("errors", 5)
     assert render_sanitizer_report(result).startswith("compute-sanitizer initcheck: at least 5 errors")
+
+
+def test_initcheck_alone_leaves_copies_unchecked(tmp_path: Path) -> None:
+    initcheck = sanitizer_prefix(tmp_path / "compute-sanitizer", SanitizerTool.INITCHECK, tmp_path / "log")
+    memcheck = sanitizer_prefix(tmp_path / "compute-sanitizer", SanitizerTool.MEMCHECK, tmp_path / "log")
+    assert initcheck[initcheck.index("--check-api-memory-access") + 1] == "no"
+    assert "--check-api-memory-access" not in memcheck
 
 
 @pytest.mark.parametrize(("tool", "marked"), [(SanitizerTool.INITCHECK, True), (SanitizerTool.MEMCHECK, False),
