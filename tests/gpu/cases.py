@@ -8,14 +8,18 @@ exists and compiles. Paths are absolute (resolved from this file), so the manife
   fail (checks run in `CHECK_ORDER` and stop at the first failure).
 - `ACCEPTED`: unusual but correct kernels that must pass every check.
 - `SANITIZED`: kernels that pass every check but one compute-sanitizer checker finds at fault (`--sanitize`).
+
+KernelBench is read from $KERNELBLASTER_KERNELBENCH (default: ../shared/kernelbench beside the repository).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+KERNELBENCH = Path(os.environ.get("KERNELBLASTER_KERNELBENCH", REPO_ROOT.parent / "shared" / "kernelbench"))
 EXAMPLES_DIR = REPO_ROOT / "examples"
 PROBLEMS_DIR = EXAMPLES_DIR / "problems"
 

@@ -1,6 +1,6 @@
 """A `kernelblaster optimize --llm human` run on a real GPU, started from the command line as a person would,
-for the GPU tests that drive it: the example problem from its naive kernel, one step, and the JSON answers a
-person would give the analytic roles."""
+for the GPU tests that drive it: a problem (the example one unless told) from an initial kernel, one step, and
+the JSON answers a person would give the analytic roles."""
 
 from __future__ import annotations
 
@@ -28,13 +28,14 @@ def kernelblaster(*args: str, env: dict[str, str]) -> subprocess.CompletedProces
                           timeout=600, check=False)
 
 
-def start_human_run(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """A one-step `--llm human` run of the example problem from its naive kernel, waiting for its first answer;
-    its run directory and the environment to drive it with."""
+def start_human_run(tmp_path: Path, problem: Path = PROBLEM,
+                    initial: Path = CANDIDATES / "naive.cu") -> tuple[Path, dict[str, str]]:
+    """A one-step `--llm human` run of `problem` (the example problem) from `initial` (its naive kernel),
+    waiting for its first answer; its run directory and the environment to drive it with."""
     env = os.environ | {"KERNELBLASTER_CACHE": str(tmp_path / "cache")}
     run_dir = tmp_path / "run"
     assert kernelblaster("kb", "init", str(tmp_path / "kb.json"), env=env).returncode == 0
-    started = kernelblaster("optimize", str(PROBLEM), "--llm", "human", "--init", str(CANDIDATES / "naive.cu"),
+    started = kernelblaster("optimize", str(problem), "--llm", "human", "--init", str(initial),
                             "--run-dir", str(run_dir), "--kb", str(tmp_path / "kb.json"), "--iterations", "1",
                             "--trajectories", "1", "--depth", "1", env=env)
     assert started.returncode == 0, started.stderr

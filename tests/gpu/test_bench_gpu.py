@@ -2,7 +2,7 @@
 through the real harness (nvcc, the driver, verification, timing, ncu), with its report; and `bench baseline`
 over KernelBench level-1 problems, compared with the published H100 times.
 
-KernelBench is read from $KERNELBLASTER_KERNELBENCH (default: ../shared/kernelbench beside the repository);
+KernelBench is read from $KERNELBLASTER_KERNELBENCH (tests/gpu/cases.py);
 $KERNELBLASTER_BASELINE_PROBLEMS picks the level-1 problems timed (default 1-5; `1-100` for the whole level).
 With $KERNELBLASTER_BENCH_REPORT_DIR set, the suite's report (Markdown, HTML, PNGs) is also written there.
 """
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from fixtures.suite.gpu_suite import EXAMPLES, PROBLEMS, candidate, gpu_services
 from fixtures.suite.scripted_suite import suite_config
+from gpu.cases import KERNELBENCH
 
 from kernelblaster.eval.baseline import run_baselines
 from kernelblaster.eval.problems import parse_ranges, select_problems
@@ -25,8 +26,6 @@ from kernelblaster.eval.results import DATABASE_NAME, ResultsDB
 from kernelblaster.eval.runner import start_suite
 
 pytestmark = pytest.mark.gpu
-REPO = Path(__file__).resolve().parents[2]
-KERNELBENCH = Path(os.environ.get("KERNELBLASTER_KERNELBENCH", REPO.parent / "shared" / "kernelbench"))
 
 
 def _gpus() -> tuple[int, ...]:

@@ -1,6 +1,7 @@
 """On a real GPU, the facts the CUDA-writing prompts show come from the device: its limits from PyTorch, its
-peaks measured, and a `--llm human` run's first lowering prompt (its question.md) shows them with the
-targets and the precision contract. Set KERNELBLASTER_PROMPT_OUT=DIR to keep that prompt as DIR/lowering.md."""
+peaks measured, and a `--llm human` run's first lowering prompt (its question.md) on a KernelBench problem
+(level 1, 19_ReLU: 6 GiB in, 6 GiB out) shows them with the targets and the precision contract. Set
+KERNELBLASTER_PROMPT_OUT=DIR to keep that prompt as DIR/lowering.md."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from gpu.cases import KERNELBENCH
 from gpu.human_run import ANSWERS_BY_ROLE, kernelblaster, start_human_run
 
 from kernelblaster.graph import api
@@ -17,6 +19,8 @@ from kernelblaster.harness.evaluate import detect_arch
 from kernelblaster.harness.gpu_facts import read_gpu_facts
 
 pytestmark = pytest.mark.gpu
+KERNELBENCH_RELU = KERNELBENCH / "level1" / "19_ReLU.py"
+RELU_KERNEL = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "relu_grid_stride.cu"
 
 MAX_PROMPTS = 10
 ANSWERS = ANSWERS_BY_ROLE | {"state_matcher": {"state_id": "memory_bandwidth_bound", "reason": "the nearest state"}}
@@ -36,7 +40,9 @@ def test_the_gpu_facts_are_read_from_the_device(tmp_path: Path) -> None:
 
 
 def test_a_human_runs_lowering_prompt_shows_the_gpu_the_contract_and_the_targets(tmp_path: Path) -> None:
-    run_dir, env = start_human_run(tmp_path)
+    if not KERNELBENCH_RELU.is_file():
+        pytest.skip(f"no KernelBench checkout at {KERNELBENCH} (set KERNELBLASTER_KERNELBENCH)")
+    run_dir, env = start_human_run(tmp_path, KERNELBENCH_RELU, RELU_KERNEL)
     prompt = _first_lowering_prompt(run_dir, tmp_path, env)
     keep = os.environ.get("KERNELBLASTER_PROMPT_OUT")
     if keep:
