@@ -3,10 +3,12 @@ through the endpoint's request gate, with transient failures retried.
 
 Connection errors, timeouts, 408/409/429 and 5xx are transient: retried `retries` times, waiting what the
 server's `Retry-After` (or `retry-after-ms`) asks, cut to `max_wait_s`, else an exponential backoff; the
-request's gate slot is given up while waiting. A 400 to a form of request the server does not support
-(tools, a response format, a temperature, `max_completion_tokens`) is a `RequestRefused` for the agent to
-adapt to. Errors no retry can fix (a wrong key, an unknown model, an exhausted quota) stop the run with a
-one-line `UserFacingError`; a prompt longer than the model's context fails the request.
+request's gate slot is given up while waiting. An endpoint that no connection reaches after them stops the
+run. A 400 to a form of request the server does not support (tools, a response format, a temperature,
+`max_completion_tokens`) is a `RequestRefused` for the agent to adapt to. Errors no retry can fix (a wrong
+key, an unknown model, an exhausted quota) stop the run too; a run stopped like this says why in one line
+(`UserFacingError`) and resumes once the cause is fixed. A prompt longer than the model's context fails the
+request.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class EndpointLink:
             except Exception as error:
                 self._raise_unless_transient(error, request)
                 if retry == self.policy.retries:
+                    self._raise_if_unreachable(error, retry + 1)
                     raise RequestFailed(f"no answer after {retry + 1} tries ({_describe(error)})") from error
                 wait = self.policy.wait_s(error, retry)
                 log.info("%s: %s; retrying in %.1f s (%d of %d)", self.endpoint, _describe(error), wait, retry + 1,
@@ -93,6 +96,13 @@ class EndpointLink:
         # Sent as given: ChatOpenAI would rename max_tokens, and its parse path for response formats raises on
         # an answer cut off at the limit instead of returning it.
         return runnable.bind(extra_body=body) if body else runnable
+
+    def _raise_if_unreachable(self, error: Exception, tries: int) -> None:
+        """An endpoint no connection reaches stops the run (resumable) instead of failing the step: the kernel
+        being worked on is not at fault, and every other request would fail the same way."""
+        if isinstance(error, openai.APIConnectionError) and not isinstance(error, openai.APITimeoutError):
+            raise UserFacingError(f"the LLM endpoint {self.endpoint} cannot be reached ({_describe(error)}, "
+                                  f"{tries} tries); the run stopped: resume it once the endpoint answers") from None
 
     def _raise_unless_transient(self, error: Exception, request: ExchangeRequest) -> None:
         if isinstance(error, openai.APIConnectionError):  # timeouts included

@@ -8,8 +8,9 @@ is asked again, told the limit. Every exchange is recorded (`graph.recording`), 
 run's budget (`graph.budget`); once that is spent, no request is made (`BudgetExhausted`).
 
 Transient transport errors are retried by the link (`graph.endpoint`), `llm_retries` times; after that
-the call fails (`AgentFailed`) and the step with it. Errors that retrying cannot fix (a wrong key, an
-unknown model) stop the run with a one-line error: it can be resumed once the configuration is fixed.
+the call fails (`AgentFailed`) and the step with it. An endpoint that cannot be reached at all, and errors
+that retrying cannot fix (a wrong key, an unknown model), stop the run with a one-line error: it can be
+resumed once the cause is fixed.
 """
 
 from __future__ import annotations

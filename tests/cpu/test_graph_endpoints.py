@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from fixtures.graph.fake_openai import (
     optimize_through,
 )
 from fixtures.graph.recorded_evaluator import EvaluationLog, SimulatedCrash, recorded_evaluators
-from fixtures.graph.scenario import PROBLEM
+from fixtures.graph.scenario import PROBLEM, small_context
 
 from kernelblaster.graph import api
 from kernelblaster.graph.agents import AgentFailed, Answer, Question
@@ -118,6 +119,26 @@ def test_an_error_no_retry_can_fix_stops_the_run_in_one_line_after_one_request(q
         _ask_through(server, tmp_path, llm_retries=3)
     assert len(server.requests) == 1
     assert "\n" not in str(stopped.value) and server.base_url in str(stopped.value)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_an_unreachable_endpoint_stops_the_run_in_one_line_and_the_run_resumes_once_it_answers(tmp_path: Path) -> None:
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}/v1"
+    context = small_context(tmp_path, base_url=endpoint, depth=1, llm_retries=1, llm_timeout_s=10.0)
+    with pytest.raises(UserFacingError) as stopped:
+        api.optimize(PROBLEM, context, services=Services(evaluators=recorded_evaluators(EvaluationLog())))
+    assert "\n" not in str(stopped.value) and f"the LLM endpoint {endpoint} cannot be reached" in str(stopped.value)
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["status"] == "failed" and "cannot be reached" in status["reason"]
+    with FakeOpenAI(kernelblaster_roles, port=port):
+        outcome = api.resume(tmp_path / "run", services=Services(evaluators=recorded_evaluators(EvaluationLog())))
+    _ended_with_a_kernel(outcome)
 
 
 def test_an_answer_cut_off_at_the_output_limit_is_asked_for_again_naming_the_limit(tmp_path: Path) -> None:
