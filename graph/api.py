@@ -99,13 +99,13 @@ class Run:
         """A new run directory for `problem`, checked in full before anything is written or run on a GPU."""
         services = services or Services()
         checked = check_new_run(problem, context, init, services)
-        if not checked.kb_path.exists():
-            KnowledgeBase.create(checked.kb_path)  # the default KB, on first use
         files = RunFiles(checked.run_dir)
         try:
             files.root.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise UserFacingError(f"cannot create the run directory {files.root}: {error.strerror or error}") from None
+        if not checked.kb_path.exists():
+            KnowledgeBase.create(checked.kb_path)  # the default KB, on first use, once the run has its directory
         kb_path = _relative_if_inside(checked.kb_path, files.root)
         replay_from = str(Path(context.replay_from).resolve()) if context.replay_from else None
         stored = context.model_copy(update={"run_dir": None, "kb_path": kb_path, "replay_from": replay_from})

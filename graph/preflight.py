@@ -41,6 +41,8 @@ def check_new_run(problem: Path | str, context: RunContext, init: Path | str | N
     kb_path = chosen_kb_path(context.kb_path).absolute()
     if kb_path.exists():
         read_document(kb_path)
+    elif (unusable := directory_problem(kb_path.parent)) is not None:
+        raise UserFacingError(f"the default KB cannot be created: its folder {kb_path.parent} {unusable}")
     services.check(context)
     load_problem(problem_path)
     return CheckedRun(problem=problem_path, init=init_path, run_dir=run_dir, kb_path=kb_path)

@@ -132,6 +132,27 @@ def test_a_run_directory_that_cannot_be_made_is_one_line(
     assert folder_picture(tmp_path) == before
 
 
+def test_a_run_directory_that_cannot_be_made_leaves_the_default_kb_uncreated(
+        tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
+    before = folder_picture(tmp_path)
+    finished = kernelblaster(capsys, "optimize", PROBLEM, "--llm", "human", "--run-dir", "/sys/kbrun")
+    assert finished.status == 2
+    assert finished.error_line.startswith("cannot create the run directory /sys/kbrun: ")
+    assert folder_picture(tmp_path) == before
+
+
+def test_a_default_kb_that_cannot_be_created_is_one_line_before_the_run_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recorded_harness: EvaluationLog,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "empty.cu"))
+    before = folder_picture(tmp_path)
+    finished = kernelblaster(capsys, "optimize", PROBLEM, "--llm", "human", "--run-dir", "run")
+    assert finished.status == 2
+    assert finished.error_line == (f"the default KB cannot be created: its folder {tmp_path}/empty.cu/kernelblaster "
+                                   f"cannot be created: {tmp_path}/empty.cu is a file")
+    assert folder_picture(tmp_path) == before
+
+
 # ---- item 4: a run's own files, damaged -------------------------------------------------------------------
 
 
