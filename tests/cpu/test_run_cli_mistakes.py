@@ -230,6 +230,17 @@ def test_optimize_without_a_gpu_names_what_is_missing_and_leaves_no_run_director
     assert folder_picture(tmp_path) == before
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="specifies the behaviour without a GPU")
+def test_optimize_without_an_endpoint_or_a_gpu_names_both_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = folder_picture(tmp_path)
+    finished = kernelblaster(capsys, "optimize", PROBLEM, "--kb", "kb.json")
+    assert finished.status == 2
+    assert finished.error_line.startswith("no LLM endpoint configured: ")
+    assert "; and the run needs an NVIDIA GPU (no CUDA GPU is visible)" in finished.error_line
+    assert folder_picture(tmp_path) == before
+
+
 def test_optimize_asked_to_sanitize_without_compute_sanitizer_names_it_and_leaves_no_run_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     sanitizer_stand_in.hide(tmp_path, monkeypatch)
