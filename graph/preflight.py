@@ -49,13 +49,18 @@ def check_new_run(problem: Path | str, context: RunContext, init: Path | str | N
 
 
 def check_started_run(problem: Path, init: Path | None, run_dir: Path, context: RunContext,
-                      services: Services) -> None:
-    """Check a run as its first node finds it, in the words `check_new_run` uses: a run started from Studio
-    was not checked before (its run directory may hold nothing yet, or this run's own files)."""
+                      services: Services, thread_id: str | None) -> None:
+    """Check a run as its first node (of thread `thread_id`) finds it, in the words `check_new_run` uses: a
+    run started from Studio was not checked before (its run directory may hold nothing yet, or this run's own
+    files, but never another run)."""
     require_file(problem, "the problem file")
     if init is not None:
         check_init_kernel(init)
     _require_usable_directory(run_dir)
+    files = RunFiles(run_dir)
+    if files.record.exists() and files.read_record().run_id != thread_id:
+        raise UserFacingError(f"the run directory {run_dir} holds another run (continue that one with `kernelblaster "
+                              f"resume {run_dir}`); name a new directory")
     chosen_kb_path(context.kb_path)
     services.check(context)
 

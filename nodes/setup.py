@@ -32,7 +32,7 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
     thread = runtime.execution_info.thread_id if runtime.execution_info else None
     run_dir = str(Path(runtime.context.run_dir or default_run_dir(state.problem_path, thread)).resolve())
     check_started_run(Path(state.problem_path), Path(state.init_kernel) if state.init_kernel else None,
-                      Path(run_dir), runtime.context, services)
+                      Path(run_dir), runtime.context, services, thread)
     files = RunFiles(run_dir)
     problem_path = keep_input(files, state.problem_path)
     init_kernel = keep_input(files, state.init_kernel) if state.init_kernel else None

@@ -19,7 +19,13 @@ from fixtures.graph.scenario import (
     services_for,
     small_context,
 )
-from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, ScriptedChatModels, connection_error
+from fixtures.graph.scripted_chat import (
+    Reply,
+    ScriptedChatModel,
+    ScriptedChatModels,
+    connection_error,
+    server_error,
+)
 from fixtures.kb.lookup import tried_optimization
 
 from kernelblaster.graph.context import Role
@@ -192,13 +198,18 @@ def test_a_soft_verification_finding_is_sent_back_to_lower_like_a_wrong_result(t
     assert finished.state["best"].time_ms == 0.6
 
 
-def test_an_unreachable_lowering_agent_fails_the_step_and_the_run_goes_on(tmp_path: Path) -> None:
-    finished, _ = _run(tmp_path, [initial_kernel(), connection_error(), applies_first_offered("ok 0.5")])
+def test_a_lowering_request_that_keeps_failing_fails_the_step_and_the_run_goes_on(tmp_path: Path) -> None:
+    finished, _ = _run(tmp_path, [initial_kernel(), server_error(), applies_first_offered("ok 0.5")])
     assert finished.follows("trajectory/lower", "trajectory/record_step")
     first, second = _steps(finished)
     assert (first.outcome, first.kb_updated) == ("llm_failed", False)
     assert second.outcome == "measured"
     assert finished.follows("parameter_update", "finish")
+
+
+def test_an_endpoint_no_connection_reaches_stops_the_run_instead_of_failing_the_step(tmp_path: Path) -> None:
+    with pytest.raises(UserFacingError, match=r"^the LLM endpoint \S+ cannot be reached"):
+        _run(tmp_path, [initial_kernel(), connection_error(), applies_first_offered("ok 0.5")])
 
 
 def test_a_suspicious_result_is_reported_but_neither_rewarded_nor_kept(tmp_path: Path) -> None:

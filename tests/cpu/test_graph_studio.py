@@ -18,8 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.cli import folder_picture
+from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
+from fixtures.graph.scenario import small_context
 
+from kernelblaster.graph import api
 from kernelblaster.graph.cli import main
+from kernelblaster.graph.services import Services
 
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 90
@@ -141,3 +146,17 @@ def test_a_studio_run_with_a_bad_file_shows_the_line_the_cli_prints_and_writes_n
     result = _run_with(studio_server, problem_input, context)
     assert isinstance(result, dict) and result["__error__"]["message"] == complaint.format(tmp=tmp_path)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["empty.cu", "problem.py"]
+
+
+def test_a_studio_run_never_writes_into_a_run_the_cli_started(studio_server: str, tmp_path: Path) -> None:
+    problem = tmp_path / "problem.py"
+    problem.write_text((REPO / "examples" / "problems" / "softmax_rows.py").read_text())
+    cli_run = api.Run.create(problem, small_context(tmp_path, llm="human"),
+                             services=Services(evaluators=recorded_evaluators(EvaluationLog())))
+    root = cli_run.files.root
+    before = folder_picture(root)
+    result = _run_with(studio_server, {"problem_path": str(problem)}, {"llm": "human", "run_dir": str(root)})
+    assert result == {"__error__": {"error": "UserFacingError", "message": (
+        f"the run directory {root} holds another run (continue that one with `kernelblaster resume {root}`); "
+        "name a new directory")}}
+    assert folder_picture(root) == before

@@ -18,7 +18,7 @@ from fixtures.graph.scenario import (
     services_for,
     small_context,
 )
-from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, connection_error
+from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, server_error
 from fixtures.kb.lookup import optimization_of
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, Field, StringConstraints
@@ -81,7 +81,7 @@ def test_every_iteration_leaves_a_snapshot_of_the_kb(tmp_path: Path) -> None:
 
 
 def test_a_failed_analysis_skips_the_kb_edits_and_the_run_finishes(tmp_path: Path) -> None:
-    notes, models = _learn(tmp_path, perf_gap_analysis=[connection_error()])
+    notes, models = _learn(tmp_path, perf_gap_analysis=[server_error()])
     assert notes["perf_gap_analysis"].summary.startswith("skipped")
     assert notes["parameter_update"].summary == "skipped: no gap analysis to learn from"
     assert models["parameter_update"].prompts == []

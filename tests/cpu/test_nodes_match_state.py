@@ -13,7 +13,7 @@ from fixtures.graph.scenario import (
     services_for,
     small_context,
 )
-from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, connection_error
+from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, server_error
 
 from kernelblaster.graph.context import Role
 from kernelblaster.graph.state import StepRecord
@@ -76,13 +76,13 @@ def test_a_nearly_identical_profile_is_matched_without_asking(tmp_path: Path) ->
 
 def test_without_a_matcher_answer_the_nearest_state_stands(tmp_path: Path) -> None:
     step, _ = _first_step(tmp_path, [NOVEL_KERNEL, applies_first_offered("ok 0.5")],
-                          state_matcher=[connection_error()])
+                          state_matcher=[server_error()])
     assert step.state_id in _kb(tmp_path).document.states and not step.discovered_state
 
 
 def test_without_a_state_extractor_answer_the_profiles_own_reading_stands(tmp_path: Path) -> None:
     step, models = _first_step(tmp_path, [initial_kernel(), applies_first_offered("ok 0.5")],
-                               state_extractor=[connection_error()])
+                               state_extractor=[server_error()])
     assert step.outcome == "measured"
     assert "memory-bound: memory-bound. memory-bound: DRAM" in models["lowering"].prompts[1][1].content
 
