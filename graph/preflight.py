@@ -1,5 +1,6 @@
 """Everything a new run is checked for before its run directory is created, each failure one line:
-the problem file loads, the `--init` kernel can be read, the run directory can be made (and holds no
+the problem file loads and its model runs on its inputs (on shapes alone where it can, as the harness
+derives its spec), the `--init` kernel can be read, the run directory can be made (and holds no
 other run or files), the KB the user chose exists and is valid, and the services find what the run needs
 on this machine (an LLM endpoint, a GPU, nvcc, ncu). A run started from Studio gets the same checks, in
 the same words, from its `setup` node (`check_started_run`)."""
@@ -13,7 +14,9 @@ from pathlib import Path
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.run_files import RunFiles
 from kernelblaster.graph.services import Services
+from kernelblaster.harness.analysis import analyse_problem
 from kernelblaster.harness.problem import load_problem
+from kernelblaster.harness.requirements import visible_gpu_count
 from kernelblaster.kb.paths import chosen_kb_path
 from kernelblaster.kb.store import read_document
 from kernelblaster.tools.errors import UserFacingError
@@ -44,7 +47,7 @@ def check_new_run(problem: Path | str, context: RunContext, init: Path | str | N
     elif (unusable := directory_problem(kb_path.parent)) is not None:
         raise UserFacingError(f"the default KB cannot be created: its folder {kb_path.parent} {unusable}")
     services.check(context)
-    load_problem(problem_path)
+    _check_problem_runs(problem_path, context)
     return CheckedRun(problem=problem_path, init=init_path, run_dir=run_dir, kb_path=kb_path)
 
 
@@ -63,6 +66,13 @@ def check_started_run(problem: Path, init: Path | None, run_dir: Path, context: 
                               f"resume {run_dir}`); name a new directory")
     chosen_kb_path(context.kb_path)
     services.check(context)
+
+
+def _check_problem_runs(problem_path: Path, context: RunContext) -> None:
+    """Build the problem and run its model once the way the harness will (a failing `get_inputs`, a forward
+    that raises), on the run's first GPU only where shapes alone do not do."""
+    gpu = context.gpus[0] if visible_gpu_count() > context.gpus[0] else None
+    analyse_problem(load_problem(problem_path), gpu)
 
 
 def default_run_directory(problem: Path) -> Path:

@@ -112,6 +112,25 @@ def test_a_bad_optimize_flag_is_one_line_and_creates_nothing(
     assert recorded_harness.calls == []
 
 
+@pytest.mark.parametrize(("mistake", "complaint"), [
+    ("def get_inputs():\n    raise ValueError('no data here')\n", "ValueError: no data here"),
+    ("class Model(torch.nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n"
+     "    def forward(self, *args):\n        raise RuntimeError('shapes do not match')\n",
+     "RuntimeError: shapes do not match"),
+])
+def test_a_problem_whose_model_cannot_run_is_one_line_before_the_run_directory(
+        mistake: str, complaint: str, tmp_path: Path, recorded_harness: EvaluationLog,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    problem = tmp_path / "problem.py"
+    problem.write_text(Path(PROBLEM).read_text() + "\n" + mistake)
+    before = folder_picture(tmp_path)
+    finished = kernelblaster(capsys, "optimize", problem, "--llm", "human", "--kb", "kb.json", "--run-dir", "run")
+    assert finished.status == 2
+    assert finished.error_line.startswith(f"{problem}: ") and complaint in finished.error_line
+    assert folder_picture(tmp_path) == before
+    assert recorded_harness.calls == []
+
+
 # ---- item 3: run directories that cannot be made ----------------------------------------------------------
 
 
