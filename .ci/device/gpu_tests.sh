@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Run part of the GPU specification within a time limit, keeping its log and JUnit XML under $OUT.
+#   .ci/device/gpu_tests.sh LIMIT_S NAME TEST_PATH...
+# KernelBench is read from $KERNELBLASTER_KERNELBENCH (carry a copy of ../shared/kernelbench, e.g. as
+# .kernelbench); the first lowering prompt of the GPU --llm human run is kept in $OUT/prompts/lowering.md.
+set -uo pipefail
+limit=$1 name=$2
+shift 2
+out=${OUT:?set OUT to the folder the logs go to}
+export KERNELBLASTER_PROMPT_OUT="$out/prompts"
+started=$(date +%s)
+timeout "$limit" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=25 --junitxml="$out/$name.xml" "$@" \
+  > "$out/$name.log" 2>&1
+status=$?
+echo "$name: exit $status after $(( $(date +%s) - started )) s"
+grep -E "^(FAILED|ERROR)|[0-9]+ (passed|failed)" "$out/$name.log" | tail -15
+exit "$status"
