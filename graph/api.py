@@ -96,7 +96,8 @@ class Run:
     @classmethod
     def create(cls, problem: Path | str, context: RunContext, *, init: Path | str | None = None,
                services: Services | None = None) -> Run:
-        """A new run directory for `problem`, checked in full before anything is written or run on a GPU."""
+        """A new run directory for `problem`, checked in full before anything is written (the problem's model
+        runs once there, on shapes alone where it can)."""
         services = services or Services()
         checked = check_new_run(problem, context, init, services)
         files = RunFiles(checked.run_dir)

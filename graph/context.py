@@ -89,6 +89,8 @@ class RunContext(BaseModel):
     llm_retries: int = Field(default=3, ge=0, le=10, description="Retries of transient transport errors per call")
     llm_max_wait_s: Seconds = Field(default=60.0, description="Longest wait before a retry (a longer "
                                     "Retry-After is cut to this)")
+    llm_outage_s: Seconds = Field(default=60.0, description="How long an endpoint that refuses connections is "
+                                  "retried before the run stops (resumable)")
     max_concurrent_requests: int = Field(default=8, ge=1, le=1024, description="Requests in flight to one "
                                          "endpoint from this process, across runs, roles and trajectories")
     token_limit: int | None = Field(default=None, ge=1, description="Tokens (input + output) the run may spend; "

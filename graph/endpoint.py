@@ -3,12 +3,12 @@ through the endpoint's request gate, with transient failures retried.
 
 Connection errors, timeouts, 408/409/429 and 5xx are transient: retried `retries` times, waiting what the
 server's `Retry-After` (or `retry-after-ms`) asks, cut to `max_wait_s`, else an exponential backoff; the
-request's gate slot is given up while waiting. An endpoint that no connection reaches after them stops the
-run. A 400 to a form of request the server does not support (tools, a response format, a temperature,
-`max_completion_tokens`) is a `RequestRefused` for the agent to adapt to. Errors no retry can fix (a wrong
-key, an unknown model, an exhausted quota) stop the run too; a run stopped like this says why in one line
-(`UserFacingError`) and resumes once the cause is fixed. A prompt longer than the model's context fails the
-request.
+request's gate slot is given up while waiting. An endpoint that still refuses connections after them, and
+has for `outage_s`, stops the run. A 400 to a form of request the server does not support (tools, a response
+format, a temperature, `max_completion_tokens`) is a `RequestRefused` for the agent to adapt to. Errors no
+retry can fix (a wrong key, an unknown model, an exhausted quota) stop the run too; a run stopped like this
+says why in one line (`UserFacingError`) and resumes once the cause is fixed. A prompt longer than the
+model's context fails the request.
 """
 
 from __future__ import annotations
@@ -39,12 +39,17 @@ TRANSIENT_STATUSES = frozenset({408, 409, 429})
 REFUSAL_STATUSES = frozenset({400, 422})
 CONFIGURATION_STATUSES = frozenset({401, 403, 404})
 FIRST_WAIT_S = 0.5
+MAX_CAUSES = 8  # how deep the chain of wrapped errors is searched for the transport's own
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """`retries` of a transient failure, each after a wait of at most `max_wait_s`; an endpoint that refuses
+    connections is retried until it has refused them for `outage_s` too, then the run stops."""
+
     retries: int
     max_wait_s: float
+    outage_s: float = 0.0
 
     def wait_s(self, error: Exception, retry: int) -> float:
         asked = retry_after_s(error)
@@ -65,7 +70,8 @@ class EndpointLink:
 
     def send(self, request: ExchangeRequest) -> Reply:
         runnable = self._shaped(request)
-        for retry in range(self.policy.retries + 1):
+        retry, refused_since = 0, None
+        while True:
             try:
                 with self.gate.slot():
                     start = time.monotonic()
@@ -73,14 +79,25 @@ class EndpointLink:
                     return _reply(request, message, time.monotonic() - start)
             except Exception as error:
                 self._raise_unless_transient(error, request)
-                if retry == self.policy.retries:
-                    self._raise_if_unreachable(error, retry + 1)
-                    raise RequestFailed(f"no answer after {retry + 1} tries ({_describe(error)})") from error
+                refused_since = (refused_since or time.monotonic()) if connection_refused(error) else None
+                self._raise_if_final(error, retry + 1, refused_since)
                 wait = self.policy.wait_s(error, retry)
-                log.info("%s: %s; retrying in %.1f s (%d of %d)", self.endpoint, _describe(error), wait, retry + 1,
-                         self.policy.retries)
+                log.info("%s: %s; retrying in %.1f s (try %d)", self.endpoint, _describe(error), wait, retry + 2)
                 time.sleep(wait)
-        raise AssertionError("the loop returns or raises")
+                retry += 1
+
+    def _raise_if_final(self, error: Exception, tries: int, refused_since: float | None) -> None:
+        """After the last retry the request has failed; an endpoint refusing connections (since `refused_since`)
+        is waited for until the outage has lasted `outage_s`, then stops the run: the kernel being worked on is
+        not at fault, and every other request would fail the same way."""
+        refused_s = time.monotonic() - refused_since if refused_since is not None else None
+        if tries <= self.policy.retries or (refused_s is not None and refused_s < self.policy.outage_s):
+            return
+        if refused_s is not None:
+            raise UserFacingError(f"the LLM endpoint {self.endpoint} cannot be reached ({_describe(error)}; "
+                                  f"{tries} tries over {refused_s:.0f} s); the run stopped: resume it once the "
+                                  "endpoint answers") from None
+        raise RequestFailed(f"no answer after {tries} tries ({_describe(error)})") from error
 
     def _shaped(self, request: ExchangeRequest) -> Runnable[Any, Any]:
         """The model asked for the answer the way `request.method` says, with the request's parameters."""
@@ -96,13 +113,6 @@ class EndpointLink:
         # Sent as given: ChatOpenAI would rename max_tokens, and its parse path for response formats raises on
         # an answer cut off at the limit instead of returning it.
         return runnable.bind(extra_body=body) if body else runnable
-
-    def _raise_if_unreachable(self, error: Exception, tries: int) -> None:
-        """An endpoint no connection reaches stops the run (resumable) instead of failing the step: the kernel
-        being worked on is not at fault, and every other request would fail the same way."""
-        if isinstance(error, openai.APIConnectionError) and not isinstance(error, openai.APITimeoutError):
-            raise UserFacingError(f"the LLM endpoint {self.endpoint} cannot be reached ({_describe(error)}, "
-                                  f"{tries} tries); the run stopped: resume it once the endpoint answers") from None
 
     def _raise_unless_transient(self, error: Exception, request: ExchangeRequest) -> None:
         if isinstance(error, openai.APIConnectionError):  # timeouts included
@@ -145,6 +155,23 @@ def _reply(request: ExchangeRequest, message: AIMessage, latency_s: float) -> Re
                        cached_input_tokens=cached, reasoning_tokens=reasoning)
     return Reply(message=message, finish_reason=message.response_metadata.get("finish_reason"), usage=usage,
                  latency_s=latency_s)
+
+
+def connection_refused(error: Exception) -> bool:
+    """Whether no connection to the endpoint could be made (refused, no route, no such host): the endpoint is
+    down, not struggling with this request. A connection dropped mid-answer is not this; it may be the
+    request's own doing. The transport's error is found among the causes (langchain-openai wraps openai's
+    error, which wraps the transport's) and matched by name: openai has used httpx and httpx2."""
+    if not isinstance(error, openai.APIConnectionError) or isinstance(error, openai.APITimeoutError):
+        return False
+    cause: BaseException | None = error
+    for _ in range(MAX_CAUSES):
+        if cause is None:
+            return False
+        if any(kind.__name__ == "ConnectError" for kind in type(cause).__mro__):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 def retry_after_s(error: Exception) -> float | None:

@@ -2,8 +2,9 @@
 the problem file loads and its model runs on its inputs (on shapes alone where it can, as the harness
 derives its spec), the `--init` kernel can be read, the run directory can be made (and holds no
 other run or files), the KB the user chose exists and is valid, and the services find what the run needs
-on this machine (an LLM endpoint, a GPU, nvcc, ncu). A run started from Studio gets the same checks, in
-the same words, from its `setup` node (`check_started_run`)."""
+on this machine (an LLM endpoint, a GPU, nvcc, ncu). A run started from Studio gets the same checks of its
+files, settings and machine, in the same words, from its `setup` node (`check_started_run`); its problem is
+run when the harness first loads it, and its default KB made on first use."""
 
 from __future__ import annotations
 

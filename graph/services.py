@@ -190,7 +190,8 @@ class RunResources:
         endpoint = endpoint_url(context)
         gate = gate_for(endpoint, context.max_concurrent_requests)
         return EndpointLink(self._chat_models.for_role(context, role), gate,
-                            RetryPolicy(retries=context.llm_retries, max_wait_s=context.llm_max_wait_s), endpoint)
+                            RetryPolicy(retries=context.llm_retries, max_wait_s=context.llm_max_wait_s,
+                                        outage_s=context.llm_outage_s), endpoint)
 
     @property
     def header(self) -> str:

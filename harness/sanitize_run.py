@@ -108,7 +108,7 @@ class _ReportWatcher:
         try:
             with self._log_path.open(errors="replace") as log:
                 head = log.read(REPORT_HEAD_BYTES)
-        except FileNotFoundError:  # the checker has not opened its log yet
+        except OSError:  # the checker has not opened its log yet (or it is unreadable: the timeout decides)
             return False
         parsed = parse_sanitizer_output(head, self._tool, max_findings=DEFAULT_MAX_FINDINGS + 1)
         return parsed.status == "errors" and len(parsed.findings) > DEFAULT_MAX_FINDINGS

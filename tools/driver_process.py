@@ -37,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 
 from kernelblaster.tools.sandbox import ResourceLimits, Sandbox, SandboxView, memory_share, prepare
 
@@ -95,8 +95,8 @@ class IpcTensor(BaseModel):
     handle_hex: str = Field(pattern=r"^[0-9a-fA-F]{128}$", serialization_alias="handle")
     offset: int = Field(ge=0)
     dtype: int = Field(ge=0)  # a KBDtype code
-    shape: list[int]
-    strides: list[int]  # in elements
+    shape: list[NonNegativeInt]
+    strides: list[NonNegativeInt]  # in elements
 
     @model_validator(mode="after")
     def _layout_fits_kbtensor(self) -> IpcTensor:

@@ -83,8 +83,9 @@ def render_sanitizer_report(result: SanitizerResult) -> str:
     if result.status == "clean":
         return f"compute-sanitizer {result.tool.value}: no errors"
     if result.error_count is None:
-        lines = [f"compute-sanitizer {result.tool.value}: at least {len(result.findings)} errors (it was stopped "
-                 "before its summary)"]
+        count = len(result.findings)
+        lines = [f"compute-sanitizer {result.tool.value}: at least {count} error{'s' if count != 1 else ''} (it was "
+                 "stopped before its summary)"]
     else:
         count = result.error_count
         lines = [f"compute-sanitizer {result.tool.value}: {count} error{'s' if count != 1 else ''}"
@@ -104,8 +105,10 @@ def parse_sanitizer_output(text: str, tool: SanitizerTool, *,
     count = _error_count(lines)
     findings = [_finding(block) for block in _blocks(lines)][:max_findings]
     # Stopped (a timeout) after reporting errors in kernels: what it reported still stands. A finding that
-    # says where it happened is one; the tool's own complaints ("Target application terminated ...") say not.
-    if count is None and any(finding.details for finding in findings):
+    # says where it happened is one; the tool's own complaints ("Target application terminated ...") say not,
+    # and racecheck's warnings are not errors.
+    if count is None and any(finding.details and not finding.headline.startswith("Warning")
+                             for finding in findings):
         return SanitizerResult(tool=tool, status="errors", findings=findings,
                                reason="compute-sanitizer was stopped before its error summary")
     if count is None:

@@ -212,6 +212,9 @@ static KBTensor parse_tensor(Session& s, const Value& t, const std::string& what
   std::memset(&tensor, 0, sizeof tensor);
   if (shape.size() != strides.size() || shape.size() > sizeof tensor.shape / sizeof tensor.shape[0])
     throw RequestError(what + ": shape and strides must have the same length, at most 8");
+  // Extents (and initcheck's marking of them) assume the layout PyTorch gives a dense or expanded tensor.
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] < 0 || strides[d] < 0) throw RequestError(what + ": shape and strides must not be negative");
   const std::string& hex = field(t, "handle", Value::String, "a string").text;
   tensor.data = mapped_base(s, hex, what) + int_field(t, "offset", 0, 0);
   tensor.dtype = static_cast<int32_t>(int_field(t, "dtype", -1, 0));

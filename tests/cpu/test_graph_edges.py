@@ -207,9 +207,10 @@ def test_a_lowering_request_that_keeps_failing_fails_the_step_and_the_run_goes_o
     assert finished.follows("parameter_update", "finish")
 
 
-def test_an_endpoint_no_connection_reaches_stops_the_run_instead_of_failing_the_step(tmp_path: Path) -> None:
-    with pytest.raises(UserFacingError, match=r"^the LLM endpoint \S+ cannot be reached"):
-        _run(tmp_path, [initial_kernel(), connection_error(), applies_first_offered("ok 0.5")])
+def test_an_endpoint_refusing_connections_for_its_outage_time_stops_the_run_instead_of_failing_the_step(
+        tmp_path: Path) -> None:
+    with pytest.raises(UserFacingError, match=r"^the LLM endpoint \S+ cannot be reached .*; 2 tries over"):
+        _run(tmp_path, [initial_kernel(), connection_error(), connection_error()], llm_outage_s=0.01)
 
 
 def test_a_suspicious_result_is_reported_but_neither_rewarded_nor_kept(tmp_path: Path) -> None:

@@ -25,11 +25,12 @@ from fixtures.graph.fake_openai import (
 )
 from fixtures.graph.recorded_evaluator import EvaluationLog, SimulatedCrash, recorded_evaluators
 from fixtures.graph.scenario import PROBLEM, small_context
+from fixtures.graph.scripted_chat import connection_error
 
 from kernelblaster.graph import api
 from kernelblaster.graph.agents import AgentFailed, Answer, Question
 from kernelblaster.graph.context import Role, RunContext
-from kernelblaster.graph.endpoint import RetryPolicy
+from kernelblaster.graph.endpoint import RetryPolicy, connection_refused
 from kernelblaster.graph.services import RunResources, Services
 from kernelblaster.nodes.kernels import SoftVerdict
 from kernelblaster.tools.errors import UserFacingError
@@ -130,7 +131,7 @@ def _free_port() -> int:
 def test_an_unreachable_endpoint_stops_the_run_in_one_line_and_the_run_resumes_once_it_answers(tmp_path: Path) -> None:
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}/v1"
-    context = small_context(tmp_path, base_url=endpoint, depth=1, llm_retries=1, llm_timeout_s=10.0)
+    context = small_context(tmp_path, base_url=endpoint, depth=1, llm_retries=1, llm_outage_s=1.5, llm_timeout_s=10.0)
     with pytest.raises(UserFacingError) as stopped:
         api.optimize(PROBLEM, context, services=Services(evaluators=recorded_evaluators(EvaluationLog())))
     assert "\n" not in str(stopped.value) and f"the LLM endpoint {endpoint} cannot be reached" in str(stopped.value)
@@ -139,6 +140,13 @@ def test_an_unreachable_endpoint_stops_the_run_in_one_line_and_the_run_resumes_o
     with FakeOpenAI(kernelblaster_roles, port=port):
         outcome = api.resume(tmp_path / "run", services=Services(evaluators=recorded_evaluators(EvaluationLog())))
     _ended_with_a_kernel(outcome)
+
+
+def test_a_connection_dropped_mid_answer_is_a_failed_request_not_an_unreachable_endpoint() -> None:
+    dropped = openai.APIConnectionError(request=httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
+    dropped.__cause__ = httpx2.RemoteProtocolError("Server disconnected without sending a response.")
+    assert not connection_refused(dropped)
+    assert connection_refused(connection_error())
 
 
 def test_an_answer_cut_off_at_the_output_limit_is_asked_for_again_naming_the_limit(tmp_path: Path) -> None:

@@ -124,9 +124,15 @@ def test_findings_of_a_report_cut_off_before_its_summary_stand_as_errors() -> No
     assert "stopped before its error summary" in result.reason
 
 
+def test_racecheck_warnings_of_a_report_cut_off_before_its_summary_are_no_errors() -> None:
+    warning = RACECHECK_ONE_HAZARD.splitlines()[1:4]
+    cut_off = "\n".join(["========= COMPUTE-SANITIZER", *(line.replace("Error:", "Warning:") for line in warning)])
+    assert parse_sanitizer_output(cut_off, SanitizerTool.RACECHECK).status == "failed"
+
+
 def test_a_cut_off_report_is_rendered_as_at_least_its_findings() -> None:
     text = render_sanitizer_report(parse_sanitizer_output(INITCHECK_CUT_OFF, SanitizerTool.INITCHECK))
-    assert text.splitlines()[0] == "compute-sanitizer initcheck: at least 1 errors (it was stopped before its summary)"
+    assert text.splitlines()[0] == "compute-sanitizer initcheck: at least 1 error (it was stopped before its summary)"
 
 
 def test_a_report_is_rendered_for_the_agent_with_where_each_error_happened() -> None:
