@@ -262,17 +262,14 @@ class Services:
 
     def check(self, context: RunContext) -> None:
         """A one-line error naming everything a run with `context` needs and cannot have here."""
+        missing = self.evaluators.missing(context)
+        needs = f"the run needs {'; '.join(missing)}" if missing else None
         try:
             self.chat_models.check(context)
-            no_endpoint = None
-        except UserFacingError as error:
-            no_endpoint = str(error)
-        missing = self.evaluators.missing(context)
-        if missing:
-            needs = f"the run needs {'; '.join(missing)}"
-            raise UserFacingError(f"{no_endpoint}; and {needs}" if no_endpoint else f"cannot run here: {needs}")
-        if no_endpoint:
-            raise UserFacingError(no_endpoint)
+        except UserFacingError as no_endpoint:
+            raise UserFacingError(f"{no_endpoint}; and {needs}" if needs else str(no_endpoint)) from None
+        if needs:
+            raise UserFacingError(f"cannot run here: {needs}")
 
     def resources(self, runtime: Runtime[RunContext], state: RunLocation) -> RunResources:
         """The resources of the run a node is working for (its directory: the context's, else the state's,

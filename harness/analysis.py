@@ -11,6 +11,7 @@ PyTorch decomposes an RNN into per-step operators, which takes minutes where the
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,8 +57,29 @@ class ProblemAnalysis:
     device: str  # where the forward pass ran: "meta", "cpu" or "cuda:N"
 
 
+# Analyses made in this process (a few hundred bytes each): see `analyse_problem`.
+_ANALYSES: dict[tuple[str, str, int | None], ProblemAnalysis] = {}
+_ANALYSES_LOCK = threading.Lock()
+
+
 def analyse_problem(problem: Problem, gpu: int | None) -> ProblemAnalysis:
-    """Derive the spec and footprint on the cheapest device that can run the model (see the module docstring)."""
+    """Derive the spec and footprint on the cheapest device that can run the model (see the module docstring).
+
+    The result is kept for the process by what it depends on, the problem's name and content and the GPU: a
+    run's preflight (on the user's file) and its evaluator (on the run's copy) share one pass, a GPU pass for
+    a model that shapes alone cannot run."""
+    key = (problem.name, problem.sha256, gpu)
+    with _ANALYSES_LOCK:
+        kept = _ANALYSES.get(key)
+    if kept is not None:
+        return kept
+    analysis = _analyse_anew(problem, gpu)
+    with _ANALYSES_LOCK:
+        _ANALYSES[key] = analysis
+    return analysis
+
+
+def _analyse_anew(problem: Problem, gpu: int | None) -> ProblemAnalysis:
     if _recurrent_and_small(problem):
         return _untracked_on_gpu(problem, gpu) if gpu is not None else _untracked_on_cpu(problem)
     try:

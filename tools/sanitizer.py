@@ -82,14 +82,13 @@ def render_sanitizer_report(result: SanitizerResult) -> str:
         return f"compute-sanitizer {result.tool.value} gave no report: {result.reason}"
     if result.status == "clean":
         return f"compute-sanitizer {result.tool.value}: no errors"
+    count = result.error_count if result.error_count is not None else len(result.findings)
+    errors = f"{count} error{'s' if count != 1 else ''}"
     if result.error_count is None:
-        count = len(result.findings)
-        lines = [f"compute-sanitizer {result.tool.value}: at least {count} error{'s' if count != 1 else ''} (it was "
-                 "stopped before its summary)"]
-    else:
-        count = result.error_count
-        lines = [f"compute-sanitizer {result.tool.value}: {count} error{'s' if count != 1 else ''}"
-                 + (f" (the first {len(result.findings)} shown)" if count > len(result.findings) else "")]
+        errors = f"at least {errors} (it was stopped before its summary)"
+    elif count > len(result.findings):
+        errors += f" (the first {len(result.findings)} shown)"
+    lines = [f"compute-sanitizer {result.tool.value}: {errors}"]
     for finding in result.findings:
         lines += [f"- {finding.headline}", *(f"    {detail}" for detail in finding.details)]
     return "\n".join(lines)

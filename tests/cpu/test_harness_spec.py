@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.harness.analysis import spec_for_problem
+from kernelblaster.harness.analysis import analyse_problem, spec_for_problem
 from kernelblaster.harness.problem import ProblemError, instantiate, load_problem
 from kernelblaster.harness.spec import ProblemSpec, TensorSpec, derive_spec
 
@@ -114,3 +114,14 @@ def test_spec_of_a_broken_forward_still_fails_after_the_fallback() -> None:
     with pytest.raises(ProblemError, match=r"broken_forward_raises\.py: the reference forward pass failed"):
         spec_for_problem(load_problem(PROBLEMS / "broken_forward_raises.py"), gpu=None)
 
+
+
+def test_a_problem_is_analysed_once_per_process_also_from_a_copy_of_its_file(tmp_path: Path) -> None:
+    original = PROBLEMS / "tiny_linear.py"
+    (tmp_path / "copy").mkdir()
+    copy = tmp_path / "copy" / original.name
+    copy.write_text(original.read_text())
+    first = analyse_problem(load_problem(original), gpu=None)
+    assert analyse_problem(load_problem(copy), gpu=None) is first
+    copy.write_text(original.read_text() + "\n# changed\n")
+    assert analyse_problem(load_problem(copy), gpu=None) is not first
