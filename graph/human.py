@@ -2,8 +2,8 @@
 
 The pending question is in the checkpoint (and in Studio's interrupt panel); `kernelblaster answer RUN_DIR
 --file ANSWER` resumes the run with the file's text. An answer is a JSON object of the role's schema, or,
-for roles whose answer is mainly code (see `PlainTextAnswer`), the code itself. An answer that cannot be
-used is asked for again, with the reason.
+for roles whose answer is mainly code (see `PlainTextAnswer`), the models' text form or the code alone. An
+answer that cannot be used is asked for again, with the reason.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Protocol, Self, runtime_checkable
 from langgraph.types import interrupt
 from pydantic import BaseModel, ValidationError
 
-from kernelblaster.graph.agents import Agent, AgentFailed, Answer, Question, T, no_usage
+from kernelblaster.graph.agents import Agent, AgentFailed, Answer, Question, T, TextAnswer, no_usage
 
 
 @runtime_checkable
@@ -67,17 +67,25 @@ def parse_answer(text: str, schema: type[T]) -> T:
     return schema.from_plain_text(stripped)
 
 
+def _answer_format(schema: type[BaseModel]) -> str:
+    """The models' text form first where the role has one (a person reads the prompt the models read), then
+    the shorter forms a person may use instead."""
+    as_json = f"a JSON object with this schema:\n{json.dumps(schema.model_json_schema(), indent=1)}"
+    if not issubclass(schema, PlainTextAnswer):
+        return as_json[0].upper() + as_json[1:]
+    code_alone = "the .cu file alone (a first line `// technique: NAME` names the technique you applied)"
+    if issubclass(schema, TextAnswer):
+        return f"{schema.text_format()}\n\nA person may also answer with {code_alone}, or with {as_json}"
+    return f"Answer with {code_alone}, or with {as_json}"
+
+
 def _human_question(question: Question[T], problem: str | None) -> HumanQuestion:
-    schema = json.dumps(question.schema.model_json_schema(), indent=1)
-    answer_format = f"A JSON object with this schema:\n{schema}"
-    if issubclass(question.schema, PlainTextAnswer):
-        answer_format += "\nor the CUDA source itself (a first comment line may name the technique you applied)."
     return HumanQuestion(
         key=question.key,
         role=question.role,
         node=question.node,
         instructions=question.system,
         prompt=question.user,
-        answer_format=answer_format,
+        answer_format=_answer_format(question.schema),
         previous_answer_problem=problem,
     )

@@ -82,7 +82,11 @@ class CudaAnswer(BaseModel):
 
     @classmethod
     def from_plain_text(cls, text: str) -> Self:
-        """A hand-written answer: the code (fenced or not), its technique named in a `// technique:` line."""
+        """A hand-written answer: the models' form (`text_format`, read as strictly) when it opens with a
+        `technique:` line, else the code alone (fenced or not), its technique named in a `// technique:` line."""
+        first_line = text.lstrip().partition("\n")[0]
+        if _TECHNIQUE_LINE.match(first_line):
+            return cls.from_text(text)
         fenced = _FENCED.search(text)
         source = fenced.group(1) if fenced else text
         named = _TECHNIQUE_COMMENT.match(source)

@@ -106,3 +106,17 @@ def test_an_answer_given_as_a_json_value_as_studio_sends_it_is_accepted(tmp_path
     answer = {"explanation": "straightforward", "cuda_source": kernel("ok 0.9")}
     (second,) = graph.invoke(Command(resume={first.id: answer}), config, context=context)["__interrupt__"]
     assert (first.value["node"], second.value["node"]) == ("write_initial", "check_initial")
+
+
+def test_a_human_question_shows_the_models_answer_form_with_its_why_line(tmp_path: Path) -> None:
+    question = (_start(tmp_path) / "question.md").read_text()
+    assert "technique: NAME\nwhy: one sentence" in question
+    assert "the .cu file alone" in question
+
+
+def test_a_human_answer_opening_with_a_technique_line_is_read_as_strictly_as_a_models(tmp_path: Path) -> None:
+    run_dir = _start(tmp_path)
+    assert _answer(tmp_path, run_dir, f"technique: none\n```cuda\n{kernel('ok 0.9')}```\n```cuda\n```\n") == 0
+    pending = _pending(run_dir)
+    assert pending.question.node == "write_initial"
+    assert "code blocks" in (pending.question.previous_answer_problem or "")

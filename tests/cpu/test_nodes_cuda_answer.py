@@ -1,6 +1,6 @@
 """The text form of a code answer (`CudaAnswer.from_text`): one `technique:` line, at most one `why:` line,
 one fenced ```cuda block holding the whole file, the rest the explanation; anything ambiguous is refused
-with what is wrong."""
+with what is wrong. A person's answer (`from_plain_text`) may use that form or be the file alone."""
 
 from __future__ import annotations
 
@@ -78,3 +78,14 @@ def test_an_answer_with_a_reason_written_as_text_reads_back_the_same() -> None:
     answer = CudaAnswer(technique="kernel_fusion", explanation="One pass.", cuda_source=CODE,
                         choice_reason="the three kernels re-read the same rows")
     assert CudaAnswer.from_text(answer.to_text()) == answer
+
+
+def test_a_hand_written_answer_in_the_models_form_keeps_its_technique_and_reason() -> None:
+    answer = CudaAnswer.from_plain_text(_answer("technique: vectorized_access\nwhy: loads are scalar\nUses float4.\n"))
+    assert (answer.technique, answer.choice_reason, answer.cuda_source) == ("vectorized_access", "loads are scalar",
+                                                                            CODE)
+
+
+def test_a_hand_written_file_alone_takes_its_technique_from_its_first_comment() -> None:
+    answer = CudaAnswer.from_plain_text(f"// technique: Tiling\n{CODE}")
+    assert (answer.technique, answer.choice_reason) == ("tiling", None)
