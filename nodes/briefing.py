@@ -26,6 +26,8 @@ TEXT_FILE = "briefing.txt"
 # How much of a failed step's reason and of a choice's reason the history shows.
 WHY_CHARS = 200
 REASON_CHARS = 160
+# PyTorch kernel names are long C++ templates; the head names the operation ("...launch_clamp_scalar(").
+KERNEL_NAME_CHARS = 100
 
 
 @functools.cache
@@ -87,21 +89,23 @@ def targets_section(facts: RunFacts | None, initial: KernelRef | None) -> str:
     return text.fill(
         "targets", eager=_ms(baseline.eager_ms),
         compiled=_ms(baseline.compile_ms) if baseline.compile_ms is not None else "not available",
-        best=_ms(baseline.best_ms), pytorch_kernels=_pytorch_kernels(facts.pytorch_kernels),
+        best=_ms(baseline.best_ms), pytorch_kernels=pytorch_kernels_line(facts.pytorch_kernels),
         bytes=_bytes(roofline.compulsory_bytes), flops=_flops(roofline.flops), floor=_ms(roofline.floor_ms),
         limited_by=f"{roofline.limited_by} ({peak})",
         initial=kernel_time(initial, facts, None) if initial is not None else None,
     )
 
 
-def _pytorch_kernels(kernels: list[KernelShare] | None) -> str:
+def pytorch_kernels_line(kernels: list[KernelShare] | None) -> str:
+    """PyTorch's longest-running kernels with their times; a long templated name is cut visibly ("…")."""
     text = briefing_text()
     if kernels is None:
         return text.fill("pytorch kernels, not profiled")
     if not kernels:
         return text.fill("pytorch kernels, none")
-    return "; ".join(text.fill("pytorch kernel", name=kernel.name[:100], time=_ms(kernel.time_ms),
-                               share=f"{100 * kernel.share:.0f}", launches=str(kernel.launches))
+    return "; ".join(text.fill("pytorch kernel", name=_one_line(kernel.name, KERNEL_NAME_CHARS),
+                               time=_ms(kernel.time_ms), share=f"{100 * kernel.share:.0f}",
+                               launches=str(kernel.launches))
                      for kernel in kernels)
 
 

@@ -28,8 +28,9 @@ from fixtures.graph.scripted_chat import ScriptedChatModel
 from langchain_core.messages import BaseMessage
 
 from kernelblaster.graph.state import RunFacts
+from kernelblaster.harness.profile import KernelShare
 from kernelblaster.kb.journal import read_changes
-from kernelblaster.nodes.briefing import gpu_section, precision_section
+from kernelblaster.nodes.briefing import gpu_section, precision_section, pytorch_kernels_line
 from kernelblaster.nodes.kernels import CudaAnswer
 
 GEMM_PROBLEM = REPO / "examples" / "problems" / "gemm_bias_relu.py"
@@ -115,6 +116,14 @@ def test_the_lowering_prompt_shows_the_targets_and_the_roofline_fraction(run: Th
                  "## The current CUDA (0.5000 ms per call, 1.60x vs PyTorch, 1.80x the initial CUDA, 10% of "
                  "roofline)"):
         assert fact in prompt, fact
+
+
+def test_a_long_pytorch_kernel_name_is_cut_visibly_before_its_time() -> None:
+    name = "vectorized_elementwise_kernel<4, unnamed>::launch_clamp_scalar(TensorIteratorBase &, Scalar, Scalar, " \
+           "ClampLimits)::[lambda() (instance 1)]"
+    line = pytorch_kernels_line([KernelShare(name=name, launches=4, time_ms=4.2469, share=1.0)])
+    assert line.startswith("vectorized_elementwise_kernel<4, unnamed>::launch_clamp_scalar(")
+    assert "… 4.2469 ms (100% of PyTorch's GPU time, 4 launch(es))" in line
 
 
 def test_the_first_kernel_prompt_shows_the_targets_but_no_initial_time(run: ThreeSteps) -> None:
