@@ -9,9 +9,14 @@ shift 2
 out=${OUT:?set OUT to the folder the logs go to}
 export KERNELBLASTER_PROMPT_OUT="$out/prompts"
 started=$(date +%s)
-timeout "$limit" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=25 --junitxml="$out/$name.xml" "$@" \
+timeout --kill-after=15 "$limit" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=25 --junitxml="$out/$name.xml" "$@" \
   > "$out/$name.log" 2>&1
 status=$?
 echo "$name: exit $status after $(( $(date +%s) - started )) s"
 grep -E "^(FAILED|ERROR)|[0-9]+ (passed|failed)" "$out/$name.log" | tail -15
+if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+  # pytest -v names a test as it starts it: the last one named without a result is the one time ran out in.
+  echo "$name: out of time; $(grep -cE ' (PASSED|FAILED|ERROR|SKIPPED)' "$out/$name.log") tests had finished," \
+       "the last started was: $(grep -oE '^[^ ]+::[^ ]+' "$out/$name.log" | tail -1)"
+fi
 exit "$status"
