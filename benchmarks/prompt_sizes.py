@@ -54,6 +54,7 @@ from kernelblaster.harness.result import (
 )
 from kernelblaster.harness.roofline import GpuPeaks, roofline_check, roofline_for
 from kernelblaster.harness.stats import TimingStats
+from kernelblaster.kb.operations import OperationKind
 from kernelblaster.kb.snippets import load_snippet, starting_point_for
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.kb.tokens import default_token_counter
@@ -128,6 +129,7 @@ class CpuStandIn:
         peaks = GpuPeaks(gpu_name=gpu.name, bandwidth_gbs=gpu.bandwidth_gbs, fp32_tflops=gpu.fp32_tflops,
                          tf32_tflops=gpu.tf32_tflops, fp16_tflops=gpu.fp16_tflops, measured_at=gpu.source)
         self.roofline = roofline_for(analysis.spec, analysis.footprint.flops, peaks, options.precision)
+        self.operations = None if analysis.operations is None else sorted(analysis.operations)
         eager, compiled = baseline_ms
         self.timing = BaselineTiming(eager=_stats(eager), compiled=_stats(compiled), precision=options.precision,
                                      rotating_sets=2)
@@ -162,6 +164,9 @@ class CpuStandIn:
 
     def roofline_floor(self) -> Roofline:
         return self.roofline
+
+    def operation_kinds(self) -> list[OperationKind] | None:
+        return self.operations
 
     def close(self) -> None:
         pass

@@ -45,6 +45,7 @@ from kernelblaster.harness.result import BaselineTiming, EvalResult, Roofline
 from kernelblaster.kb.edits import EditResult, KBEdit
 from kernelblaster.kb.errors import KBLookupError
 from kernelblaster.kb.journal import ChangeId, KBChange, append_change
+from kernelblaster.kb.operations import OperationKind
 from kernelblaster.kb.outcomes import OutcomeEvent
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.tools.errors import UserFacingError
@@ -88,6 +89,9 @@ class Evaluator(Protocol[BuiltT]):
     def gpu_facts(self) -> GpuFacts: ...
 
     def roofline_floor(self) -> Roofline: ...
+
+    def operation_kinds(self) -> list[OperationKind] | None:
+        """The kinds of operation the problem's forward pass performs; None where the pass ran untracked."""
 
     def close(self) -> None:
         """Give back what the evaluator holds on its GPU; it is not used again."""

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from kernelblaster.harness.gpu_facts import GpuFacts
 from kernelblaster.harness.profile import KernelShare
 from kernelblaster.harness.result import Roofline
+from kernelblaster.kb.operations import OperationKind
 from kernelblaster.kb.selection import SelectedOptimization
 
 # `harness_error`: the harness could not judge the candidate (twice): in the replay buffer, never in the KB.
@@ -103,13 +104,15 @@ class BaselineSummary(Value):
 
 class RunFacts(Value):
     """What the agents are told about where the run happens and what to beat, gathered once in `setup`: the
-    GPU, the PyTorch baselines, the problem's roofline floor on that GPU, and PyTorch's own kernels that took
-    the most time (None when the baseline was not profiled)."""
+    GPU, the PyTorch baselines, the problem's roofline floor on that GPU, PyTorch's own kernels that took
+    the most time (None when the baseline was not profiled), and the kinds of operation the problem performs
+    (None when not known), which decide the techniques the KB may offer."""
 
     gpu: GpuFacts
     baseline: BaselineSummary
     roofline: Roofline
     pytorch_kernels: list[KernelShare] | None
+    operations: list[OperationKind] | None = None
 
 
 class ProfiledState(Value):

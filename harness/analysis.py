@@ -1,5 +1,6 @@
 """One forward pass of a problem, off the GPU where possible, and what the harness plans with from it: the
-spec, the peak bytes the pass holds beyond its arguments, and the FLOPs it performs.
+spec, the peak bytes the pass holds beyond its arguments, the FLOPs it performs and the kinds of operation
+it computes (for the KB's choice of techniques).
 
 The pass runs on the meta device (shapes only: a 16 GiB problem costs nothing) with the tensors it creates
 tracked as they come and go. Models the meta device cannot run (data-dependent shapes) fall back to the GPU
@@ -25,8 +26,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
+from kernelblaster.harness.operations import OperationRecorder
 from kernelblaster.harness.problem import Problem, ProblemError, ProblemInstance, ProblemTimedOut, instantiate
 from kernelblaster.harness.spec import ProblemSpec, run_forward, spec_from_output
+from kernelblaster.kb.operations import OperationKind
 
 # Recurrent models on the CPU only while their arguments stay this small (they are KB-sized in KernelBench).
 CPU_FIRST_LIMIT_BYTES = 1 << 30
@@ -55,6 +58,7 @@ class ProblemAnalysis:
     spec: ProblemSpec
     footprint: ForwardFootprint
     device: str  # where the forward pass ran: "meta", "cpu" or "cuda:N"
+    operations: frozenset[OperationKind] | None  # None where the pass ran untracked
 
 
 # Analyses made in this process (a few hundred bytes each): see `analyse_problem`.
@@ -112,11 +116,12 @@ def spec_for_problem(problem: Problem, gpu: int | None) -> ProblemSpec:
 
 def _analyse_on(problem: Problem, device: str) -> ProblemAnalysis:
     instance = instantiate(problem, 0, device)
-    tracker = _LiveTensorTracker(_argument_tensors(instance))
-    with FlopCounterMode(display=False) as flops, tracker:
+    tracker, operations = _LiveTensorTracker(_argument_tensors(instance)), OperationRecorder()
+    with FlopCounterMode(display=False) as flops, tracker, operations:
         raw_output = run_forward(instance)
     footprint = ForwardFootprint(peak_bytes=tracker.peak_bytes, flops=int(flops.get_total_flops()))
-    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, device)
+    kinds = operations.kinds(instance.model)
+    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, device, kinds)
 
 
 def _untracked_on_gpu(problem: Problem, gpu: int) -> ProblemAnalysis:
@@ -128,7 +133,7 @@ def _untracked_on_gpu(problem: Problem, gpu: int) -> ProblemAnalysis:
     raw_output = run_forward(instance)
     torch.cuda.synchronize(device)
     footprint = ForwardFootprint(peak_bytes=torch.cuda.max_memory_allocated(device) - before, flops=0, tracked=False)
-    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, device)
+    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, device, None)
 
 
 def _untracked_on_cpu(problem: Problem) -> ProblemAnalysis:
@@ -136,7 +141,7 @@ def _untracked_on_cpu(problem: Problem) -> ProblemAnalysis:
         instance = instantiate(problem, 0, "cpu")
         raw_output = run_forward(instance)
     footprint = ForwardFootprint(peak_bytes=CPU_FIRST_LIMIT_BYTES, flops=0, tracked=False)
-    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, "cpu")
+    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, "cpu", None)
 
 
 def _built_on_meta(problem: Problem) -> ProblemInstance | None:

@@ -63,6 +63,7 @@ from kernelblaster.harness.verify import (
     check_timed_outputs,
     verify_candidate,
 )
+from kernelblaster.kb.operations import OperationKind
 from kernelblaster.tools.driver_process import ClaimAllowance, DriverError, DriverProgram, DriverSession
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.sandbox import Sandbox, require_sandbox
@@ -224,6 +225,11 @@ class CandidateEvaluator:
     def roofline_floor(self) -> Roofline:
         """The problem's compulsory bytes and FLOPs and the fastest time they allow on this GPU."""
         return self.roofline
+
+    def operation_kinds(self) -> list[OperationKind] | None:
+        """The kinds of operation the problem's forward pass performs; None where it ran untracked."""
+        kinds = self.analysis.operations
+        return None if kinds is None else sorted(kinds)
 
     def close(self) -> None:
         """Give back the GPU memory the evaluator holds (its reference outputs, and PyTorch's cached blocks);

@@ -8,9 +8,10 @@ arrays, remembers applied outcome events as per-run step bitmasks, and keeps a l
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -21,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from kernelblaster.kb.operations import OperationKind
 from kernelblaster.kb.precision import PrecisionPolicyName
 from kernelblaster.kb.signature_fields import SIGNATURE_LENGTH, SIGNATURE_MAX, SIGNATURE_MIN, require_direction
 from kernelblaster.kb.snippets import snippet_names
@@ -94,13 +96,17 @@ def _known_snippet(name: str) -> str:
     return name
 
 
-def _distinct_policies(policies: list[PrecisionPolicyName]) -> list[PrecisionPolicyName]:
-    if len(set(policies)) != len(policies):
-        raise ValueError(f"precision policies listed more than once: {policies}")
-    return policies
+_Name = TypeVar("_Name", bound=str)
 
 
-PolicyList = Annotated[list[PrecisionPolicyName], Field(min_length=1), AfterValidator(_distinct_policies)]
+def _distinct(names: list[_Name]) -> list[_Name]:
+    if len(set(names)) != len(names):
+        raise ValueError(f"names listed more than once: {names}")
+    return names
+
+
+PolicyList = Annotated[list[PrecisionPolicyName], Field(min_length=1), AfterValidator(_distinct)]
+OperationList = Annotated[list[OperationKind], Field(min_length=1), AfterValidator(_distinct)]
 SnippetName = Annotated[Slug, AfterValidator(_known_snippet)]
 
 
@@ -108,18 +114,25 @@ class Technique(KBModel):
     """A CUDA optimization in the catalogue; states refer to it by name.
 
     `precision_policies`: the runs' precision policies under which its kernels can pass verification
-    (absent: every policy); selection never offers it under another. `snippet`: the name of a shipped,
-    verified code snippet (kb/seed/snippets/NAME.cu) that shows the technique.
+    (absent: every policy); selection never offers it under another. `applies_to`: the kinds of operation
+    it needs in the problem, any one of them (absent: any problem); selection never offers it for a problem
+    known to have none. `snippet`: the name of a shipped, verified code snippet (kb/seed/snippets/NAME.cu)
+    that shows the technique.
     """
 
     category: Category
     description: LongText
     precision_policies: PolicyList | None = None
+    applies_to: OperationList | None = None
     snippet: SnippetName | None = None
 
     def valid_under(self, policy: str) -> bool:
         """Whether kernels applying this technique can pass verification under precision policy `policy`."""
         return self.precision_policies is None or policy in self.precision_policies
+
+    def applies_to_problem(self, operations: Collection[str] | None) -> bool:
+        """Whether the technique can apply to a problem performing `operations` (None: not known, so it may)."""
+        return self.applies_to is None or operations is None or any(kind in operations for kind in self.applies_to)
 
 
 class OutcomeStats(NamedTuple):

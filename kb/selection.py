@@ -5,7 +5,8 @@ Each optimization gets an expected gain in log-speedup: its prior blended with t
 verification, minus the cost of a wasted attempt, plus an exploration bonus that fades with attempts.
 k are drawn without replacement with probability proportional to exp(score / temperature) (Gumbel
 top-k), reproducibly under a seed. Only techniques valid under the run's precision policy take part: an
-inapplicable one (fp16 tensor cores under `strict`) is never offered, however high its prior.
+inapplicable one (fp16 tensor cores under `strict`) is never offered, however high its prior. Nor is one
+made for operations the problem does not perform (Welford statistics for a ReLU).
 """
 
 from __future__ import annotations
@@ -83,9 +84,11 @@ def select_optimizations(
     transitions: Collection[Transition] = (),
     previous_technique: str | None = None,
     exclude: Collection[str] = (),
+    operations: Collection[str] | None = None,
     policy: SelectionPolicy = DEFAULT_POLICY,
 ) -> list[SelectedOptimization]:
-    """Up to k distinct, non-deprecated optimizations of `state` valid under the precision policy `precision`,
+    """Up to k distinct, non-deprecated optimizations of `state` valid under the precision policy `precision`
+    and applicable to a problem performing `operations` (the kinds of `kb.operations`; None when not known),
     best-weighted first in draw order; ValueError for an unknown policy name."""
     if k < 0:
         raise ValueError(f"k must not be negative, got {k}")
@@ -94,6 +97,7 @@ def select_optimizations(
         opt for opt in state.optimizations
         if opt.deprecated is None and opt.technique not in exclude
         and techniques[opt.technique].valid_under(policy_name)
+        and techniques[opt.technique].applies_to_problem(operations)
     ]
     followers = {t.after: t.stats for t in transitions if t.before == previous_technique}
     scored = [_score(opt, followers.get(opt.technique), policy) for opt in candidates]

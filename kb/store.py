@@ -166,10 +166,11 @@ class KnowledgeBase:
         precision: str,
         previous_technique: str | None = None,
         exclude: Collection[str] = (),
+        operations: Collection[str] | None = None,
         policy: SelectionPolicy = DEFAULT_SELECTION_POLICY,
     ) -> list[SelectedOptimization]:
-        """Sample k optimizations of `state` valid under the run's precision policy `precision` (see
-        `kb.selection.select_optimizations`)."""
+        """Sample k optimizations of `state` valid under the run's precision policy `precision` and applicable
+        to a problem performing `operations` (see `kb.selection.select_optimizations`)."""
         return select_optimizations(
             state,
             k,
@@ -179,6 +180,7 @@ class KnowledgeBase:
             transitions=self._document.transitions,
             previous_technique=previous_technique,
             exclude=exclude,
+            operations=operations,
             policy=policy,
         )
 

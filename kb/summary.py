@@ -102,10 +102,13 @@ def format_state(document: KBDocument, state: PerformanceState) -> str:
 
 
 def _technique_notes(technique: Technique) -> str:
-    """`; only under fp16`, `; snippet tiled_sgemm`: what a person should know beside the category."""
+    """`; only under fp16`, `; for scan`, `; snippet tiled_sgemm`: what a person should know beside the
+    category."""
     notes = []
     if technique.precision_policies is not None:
         notes.append(f"only under {', '.join(technique.precision_policies)}")
+    if technique.applies_to is not None:
+        notes.append(f"for {' or '.join(technique.applies_to)}")
     if technique.snippet is not None:
         notes.append(f"snippet {technique.snippet}")
     return "".join(f"; {note}" for note in notes)

@@ -3,7 +3,8 @@
 Sampling is weighted by expected gain, not an argmax (`kb.selection`), under a seed derived from the
 run's seed and the step's place, so each trajectory explores differently and a resumed step draws the
 same; a replay (`--llm replay`) draws as the recorded run drew, so its prompts are the recorded ones.
-Only techniques valid under the run's precision policy are drawn. Techniques already tried on this very
+Only techniques valid under the run's precision policy, and made for operations the problem performs (the
+run's facts), are drawn. Techniques already tried on this very
 kernel, and the one that produced it, are left out; that one also conditions the draw (phase ordering:
 what tends to work right after it).
 """
@@ -35,6 +36,7 @@ def select_optimizations(state: TrajectoryState, runtime: Runtime[RunContext], *
             precision=runtime.context.precision,
             previous_technique=state.current.technique,
             exclude=[*state.tried, *([state.current.technique] if state.current.technique else [])],
+            operations=state.facts.operations if state.facts is not None else None,
         )
     text = ", ".join(f"{c.technique} ({c.expected_speedup:.2f}x)" for c in choices) or "nothing left to try"
     write_note(runtime, trajectory_note(NODE, state, text))

@@ -41,7 +41,7 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
     with resources.pool.acquire() as evaluator:
         baseline = evaluator.baseline()
         profile = evaluator.profile_baseline() if runtime.context.profile else None
-        gpu, roofline = evaluator.gpu_facts(), evaluator.roofline_floor()
+        gpu, roofline, operations = evaluator.gpu_facts(), evaluator.roofline_floor(), evaluator.operation_kinds()
     files.save("baseline/timing.json", baseline)
     if profile is not None:
         files.save("baseline/profile.json", profile)
@@ -49,7 +49,7 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
                               compile_ms=baseline.compiled.median_ms if baseline.compiled else None,
                               best_ms=baseline.best_ms)
     kernels = top_kernels(profile, PYTORCH_KERNELS_SHOWN) if isinstance(profile, ProfileReport) else None
-    facts = RunFacts(gpu=gpu, baseline=summary, roofline=roofline, pytorch_kernels=kernels)
+    facts = RunFacts(gpu=gpu, baseline=summary, roofline=roofline, pytorch_kernels=kernels, operations=operations)
     files.save(FACTS_FILE, facts)
     compiled = f", torch.compile {summary.compile_ms:.4f} ms" if summary.compile_ms is not None else ""
     write_note(runtime, ProgressNote(node="setup", text=f"PyTorch eager {summary.eager_ms:.4f} ms{compiled} "

@@ -68,7 +68,7 @@ def test_show_lists_every_state(capsys: pytest.CaptureFixture[str], kb_path: Pat
 
 def test_show_one_state_lists_its_optimizations(capsys: pytest.CaptureFixture[str], kb_path: Path) -> None:
     _, out, _ = run(capsys, "kb", "show", "launch_overhead_dominated", "--kb", str(kb_path))
-    assert "kernel_fusion (fusion) prior 2.00x; untried" in out
+    assert "kernel_fusion (fusion; for several_operations) prior 2.00x; untried" in out
 
 
 def test_show_unknown_state_fails_with_a_hint(capsys: pytest.CaptureFixture[str], kb_path: Path) -> None:

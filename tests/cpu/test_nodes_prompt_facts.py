@@ -178,6 +178,13 @@ def test_setup_gathers_the_facts_once_and_keeps_them_in_the_run_directory(run: T
     assert [kernel.name for kernel in facts.pytorch_kernels or []] == ["scale", "rowsum"]
 
 
+def test_setup_keeps_the_problems_operations_and_the_offers_fit_them(run: ThreeSteps) -> None:
+    facts = RunFacts.model_validate_json((run.run_dir / "baseline" / "facts.json").read_text())
+    assert facts.operations == ["several_operations"]  # the swish example: a chain of elementwise operators
+    offers = {name for step in range(3) for name in offered_techniques(run.step_prompt(step))}
+    assert offers and not offers & {"welford_norm", "online_softmax_single_pass", "depthwise_conv_tiling"}
+
+
 def test_a_run_whose_facts_were_not_gathered_says_so() -> None:
     assert "Not known: this run started before KernelBlaster kept them." in gpu_section(None)
 

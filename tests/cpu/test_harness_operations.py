@@ -1,0 +1,92 @@
+"""What a forward pass computes, as the KB's operation kinds (`harness.operations`): read from the operators
+PyTorch dispatches on the meta device, views and copies aside."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from kernelblaster.harness.analysis import analyse_problem
+from kernelblaster.harness.operations import OperationRecorder
+from kernelblaster.harness.problem import load_problem
+from kernelblaster.kb.operations import OperationKind
+
+KERNELBENCH = Path(__file__).resolve().parents[1] / "fixtures" / "kernelbench"
+META = torch.device("meta")
+
+
+def _kinds(forward: Callable[[], object], model: nn.Module | None = None) -> frozenset[OperationKind]:
+    recorder = OperationRecorder()
+    with recorder:
+        forward()
+    return recorder.kinds(model or nn.Module())
+
+
+def _x(*shape: int) -> torch.Tensor:
+    return torch.randn(*shape, device=META)
+
+
+def test_an_elementwise_operator_alone_is_of_no_kind() -> None:
+    assert _kinds(lambda: torch.relu(_x(8, 16))) == frozenset()
+
+
+def test_a_linear_layer_and_its_activation_are_a_matmul_among_several_operations() -> None:
+    linear = nn.Linear(16, 32, device=META)
+    assert _kinds(lambda: F.relu(linear(_x(8, 16))), linear) == {"matmul", "several_operations"}
+
+
+def test_views_and_copies_are_not_counted_as_operations() -> None:
+    assert _kinds(lambda: torch.relu(_x(8, 16).t().contiguous().view(-1))) == frozenset()
+
+
+def test_a_depthwise_convolution_is_grouped() -> None:
+    conv = nn.Conv2d(4, 4, 3, groups=4, device=META)
+    assert _kinds(lambda: conv(_x(1, 4, 8, 8)), conv) == {"convolution", "grouped_convolution"}
+
+
+def test_a_transposed_convolution_is_named_as_such() -> None:
+    conv = nn.ConvTranspose2d(4, 2, 3, device=META)
+    assert _kinds(lambda: conv(_x(1, 4, 8, 8)), conv) == {"convolution", "transposed_convolution"}
+
+
+def test_a_matmul_a_softmax_and_a_matmul_in_that_order_are_attention() -> None:
+    q = _x(2, 8, 16)
+    kinds = _kinds(lambda: torch.softmax(q @ q.transpose(1, 2), -1) @ q)
+    assert {"attention", "matmul", "softmax"} <= kinds
+
+
+def test_a_matmul_followed_only_by_a_softmax_is_not_attention() -> None:
+    linear = nn.Linear(16, 32, device=META)
+    assert "attention" not in _kinds(lambda: torch.softmax(linear(_x(8, 16)), -1), linear)
+
+
+def test_pytorchs_attention_operator_is_attention() -> None:
+    q = _x(2, 4, 8, 16)
+    assert "attention" in _kinds(lambda: F.scaled_dot_product_attention(q, q, q))
+
+
+def test_norms_scans_pools_and_losses_have_their_kinds() -> None:
+    norm = nn.LayerNorm(16, device=META)
+    assert "normalization" in _kinds(lambda: norm(_x(8, 16)), norm)
+    assert _kinds(lambda: torch.cumsum(_x(8, 16), 1)) == {"scan"}
+    assert _kinds(lambda: F.max_pool2d(_x(1, 4, 8, 8), 2)) == {"pooling"}
+    labels = torch.zeros(8, dtype=torch.long, device=META)
+    assert {"softmax", "reduction"} <= _kinds(lambda: F.cross_entropy(_x(8, 16), labels))
+
+
+def test_a_recurrent_layer_is_recurrent_whatever_operators_it_ran_as() -> None:
+    assert _kinds(lambda: None, nn.Sequential(nn.LSTM(8, 8))) == {"recurrent"}
+
+
+def test_kernelbench_relu_is_a_lone_elementwise_operator() -> None:
+    analysis = analyse_problem(load_problem(KERNELBENCH / "level1" / "19_ReLU.py"), None)
+    assert analysis.operations == frozenset()
+
+
+def test_kernelbench_conv_relu_bias_is_a_convolution_among_several_operations() -> None:
+    analysis = analyse_problem(load_problem(KERNELBENCH / "level2" / "1_Conv2D_ReLU_BiasAdd.py"), None)
+    assert analysis.operations == frozenset({"convolution", "several_operations"})
