@@ -21,6 +21,7 @@ from kernelblaster.kb.schema import (
     KBModel,
     Lesson,
     LongText,
+    OperationList,
     Optimization,
     PerformanceState,
     PolicyList,
@@ -61,8 +62,10 @@ class AddOptimization(KBModel):
     prior_speedup: PriorSpeedup
     category: Category | None = None
     description: LongText | None = None
-    # Only for a new technique: the precision policies its kernels can pass under (absent: all).
+    # Only for a new technique: the precision policies its kernels can pass under (absent: all), and the
+    # kinds of operation a problem must perform, any one of them, for it to apply (absent: any problem).
     precision_policies: PolicyList | None = None
+    applies_to: OperationList | None = None
 
     def apply_to(self, document: KBDocument) -> None:
         state = _state(document, self.state_id)
@@ -72,7 +75,8 @@ class AddOptimization(KBModel):
             if self.category is None or self.description is None:
                 raise EditRejected(f"technique {self.technique} is new: give its category and description")
             document.techniques[self.technique] = Technique(
-                category=self.category, description=self.description, precision_policies=self.precision_policies
+                category=self.category, description=self.description, precision_policies=self.precision_policies,
+                applies_to=self.applies_to,
             )
         state.optimizations.append(Optimization(technique=self.technique, prior_speedup=self.prior_speedup))
 

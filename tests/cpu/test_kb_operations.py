@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from kernelblaster.kb.codec import decode
+from kernelblaster.kb.edits import AddOptimization, apply_edits
 from kernelblaster.kb.operations import OPERATION_KINDS
 from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.kb.schema import Category, KBDocument, PerformanceState, Technique
@@ -62,3 +63,14 @@ def test_technique_operation_list_must_be_non_empty_distinct_known_kinds(kinds: 
 def test_kb_show_says_which_operations_a_technique_is_for(seed: KBDocument) -> None:
     shown = format_state(seed, seed.states[STREAMING_STATE])
     assert "welford_norm (algorithm; for normalization; snippet welford)" in shown
+
+
+def test_a_learned_technique_can_be_limited_to_the_operations_it_needs(seed: KBDocument) -> None:
+    document = seed.model_copy(deep=True)
+    edit = AddOptimization(state_id=STREAMING_STATE, technique="segmented_scan_fusion", prior_speedup=1.4,
+                           category=Category.ALGORITHM, description="Fuse the scan with its producer.",
+                           applies_to=["scan"])
+    [result] = apply_edits(document, [edit])
+    assert result.applied
+    assert "segmented_scan_fusion" not in offered(document, document.states[STREAMING_STATE], ["reduction"])
+    assert "segmented_scan_fusion" in offered(document, document.states[STREAMING_STATE], ["scan"])
