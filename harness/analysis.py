@@ -116,12 +116,11 @@ def spec_for_problem(problem: Problem, gpu: int | None) -> ProblemSpec:
 
 def _analyse_on(problem: Problem, device: str) -> ProblemAnalysis:
     instance = instantiate(problem, 0, device)
-    tracker, operations = _LiveTensorTracker(_argument_tensors(instance)), OperationRecorder()
+    tracker, operations = _LiveTensorTracker(_argument_tensors(instance)), OperationRecorder(instance.model)
     with FlopCounterMode(display=False) as flops, tracker, operations:
         raw_output = run_forward(instance)
     footprint = ForwardFootprint(peak_bytes=tracker.peak_bytes, flops=int(flops.get_total_flops()))
-    kinds = operations.kinds(instance.model)
-    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, device, kinds)
+    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, device, operations.kinds())
 
 
 def _untracked_on_gpu(problem: Problem, gpu: int) -> ProblemAnalysis:

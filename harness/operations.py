@@ -1,89 +1,112 @@
 """What a problem's forward pass computes, as the KB's operation kinds (`kb.operations`): read from the
 operators PyTorch dispatches while the pass runs (on the meta device, like the rest of the analysis).
 
-Views, copies, allocations and random fills compute nothing and are not counted. A pass that runs a matrix
-product, then a softmax, then another matrix product is attention (scores, weights, weighted sum), whether
-or not it calls PyTorch's attention operator.
+Views, copies, allocations, random fills and in-place updates of the model's own buffers (a batch norm's
+step counter) compute nothing of the problem's and are not counted. Two kinds come from how operators
+connect rather than from their names: attention is a matrix product of two activations (scores) whose
+result, through elementwise steps such as a softmax, feeds another matrix product; a recurrence is one
+weight multiplied in again and again in one pass (a time loop written out in Python).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from kernelblaster.kb.operations import OperationKind
 
 _KIND_OF_OPERATOR: dict[str, OperationKind] = {
-    **dict.fromkeys(["mm", "bmm", "addmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "matmul", "linear",
-                     "_scaled_mm", "addr"], "matmul"),
-    **dict.fromkeys(["_softmax", "_log_softmax", "_safe_softmax", "softmax", "log_softmax", "logsumexp"], "softmax"),
+    **dict.fromkeys(["mm", "bmm", "addmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_scaled_mm",
+                     "addr"], "matmul"),
+    **dict.fromkeys(["_softmax", "_log_softmax", "_safe_softmax", "logsumexp"], "softmax"),
     **dict.fromkeys(["native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
                      "_native_batch_norm_legit_functional", "_batch_norm_with_update", "_batch_norm_no_update",
-                     "native_layer_norm", "native_group_norm", "_fused_rms_norm", "rms_norm", "var", "var_mean",
-                     "std", "std_mean"], "normalization"),
+                     "native_layer_norm", "native_group_norm", "var", "var_mean", "std", "std_mean"],
+                    "normalization"),
     **dict.fromkeys(["sum", "mean", "amax", "amin", "max", "min", "prod", "argmax", "argmin", "norm",
                      "linalg_vector_norm", "any", "all", "aminmax", "nansum", "count_nonzero", "median",
-                     "nll_loss_forward", "nll_loss2d_forward"], "reduction"),
+                     "binary_cross_entropy"], "reduction"),
     **dict.fromkeys(["cumsum", "cumprod", "logcumsumexp", "cummax", "cummin", "_cummax_helper",
                      "_cummin_helper"], "scan"),
     **dict.fromkeys(["lstm", "gru", "rnn_tanh", "rnn_relu", "_cudnn_rnn", "_thnn_fused_lstm_cell",
-                     "_thnn_fused_gru_cell", "lstm_cell", "gru_cell"], "recurrent"),
+                     "_thnn_fused_gru_cell"], "recurrent"),
 }
 _ATTENTION_PREFIX = "_scaled_dot_product"
-_SOFTMAX_PROPER = frozenset(["_softmax", "_safe_softmax", "softmax"])
 # Operators that move, allocate or fill memory without computing on the problem's data.
 _NOT_COMPUTING = frozenset([
     "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
-    "fill_", "zero_", "clone", "copy_", "_to_copy", "contiguous", "lift_fresh", "lift_fresh_copy", "_unsafe_view",
-    "arange", "scalar_tensor", "new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full", "rand",
-    "rand_like", "randn", "randn_like", "randint", "randperm", "normal_", "uniform_", "bernoulli_", "resize_",
-    "set_", "_local_scalar_dense",
+    "fill_", "zero_", "clone", "copy_", "_to_copy", "lift_fresh", "lift_fresh_copy", "_unsafe_view", "arange",
+    "scalar_tensor", "new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full", "rand", "rand_like",
+    "randn", "randn_like", "randint", "randperm", "normal_", "uniform_", "bernoulli_", "resize_", "set_",
+    "_local_scalar_dense",
 ])
+# One weight multiplied in more often than this in one pass is a recurrence (an MLP uses each weight once).
+RECURRENCE_USES = 4
 
 
 class OperationRecorder(TorchDispatchMode):
-    """Records the operation kinds of the operators dispatched while it is active."""
+    """Records the operation kinds of what `model` dispatches while the recorder is active."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: nn.Module) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # torch leaves TorchDispatchMode.__init__ unannotated
+        self._model = model
+        self._weights = {_storage_key(t) for t in [*model.parameters(), *model.buffers()]}
         self._kinds: set[OperationKind] = set()
         self._computing_calls = 0
-        # Attention's steps in order: a matrix product, a softmax, another matrix product.
-        self._matmul_seen = self._softmax_after_matmul = False
+        self._scores: set[int] = set()  # storages holding attention scores, or what elementwise steps made of them
+        self._weight_uses: dict[int, int] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
+        result = func(*args, **(kwargs or {}))
         name = func.overloadpacket.__name__
-        if not func.is_view and name not in _NOT_COMPUTING:
-            self._computing_calls += 1
-            kinds = _kinds_of_call(name, args)
-            self._kinds.update(kinds)
-            self._follow_attention(name, kinds)
-        return func(*args, **(kwargs or {}))
-
-    def _follow_attention(self, name: str, kinds: set[OperationKind]) -> None:
+        if func.is_view or name in _NOT_COMPUTING or self._updates_own_buffer(name, args):
+            return result
+        self._computing_calls += 1
+        kinds = _kinds_of_call(name, args)
+        self._kinds.update(kinds)
+        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         if "matmul" in kinds:
-            if self._softmax_after_matmul:
-                self._kinds.add("attention")
-            self._matmul_seen, self._softmax_after_matmul = True, False
-        elif name in _SOFTMAX_PROPER and self._matmul_seen:
-            self._softmax_after_matmul = True
+            self._follow_matrix_product(inputs, result)
+        elif any(_storage_key(t) in self._scores for t in inputs):
+            self._scores.update(_storage_key(t) for t in tree_leaves(result) if isinstance(t, torch.Tensor))
+        return result
 
-    def kinds(self, model: nn.Module) -> frozenset[OperationKind]:
+    def kinds(self) -> frozenset[OperationKind]:
         """The kinds seen so far, with what the model's modules show (a recurrent layer on the meta device
         runs as its per-step operators) and `several_operations` where more than one operator computed."""
         kinds = set(self._kinds)
-        if any(isinstance(module, nn.RNNBase | nn.RNNCellBase) for module in model.modules()):
+        if any(isinstance(module, nn.RNNBase | nn.RNNCellBase) for module in self._model.modules()):
+            kinds.add("recurrent")
+        if any(uses > RECURRENCE_USES for uses in self._weight_uses.values()):
             kinds.add("recurrent")
         if self._computing_calls > 1:
             kinds.add("several_operations")
         return frozenset(kinds)
 
+    def _updates_own_buffer(self, name: str, args: tuple[Any, ...]) -> bool:
+        return name.endswith("_") and bool(args) and isinstance(args[0], torch.Tensor) \
+            and _storage_key(args[0]) in self._weights
+
+    def _follow_matrix_product(self, inputs: list[torch.Tensor], result: Any) -> None:
+        operands = [t for t in inputs if t.dim() >= 1]
+        weights = [_storage_key(t) for t in operands if _storage_key(t) in self._weights]
+        for key in weights:
+            self._weight_uses[key] = self._weight_uses.get(key, 0) + 1
+        if weights:
+            return
+        if any(_storage_key(t) in self._scores for t in operands):
+            self._kinds.add("attention")
+        elif len(operands) >= 2 and isinstance(result, torch.Tensor):
+            self._scores.add(_storage_key(result))
+
 
 def _kinds_of_call(name: str, args: tuple[Any, ...]) -> set[OperationKind]:
-    if name.startswith(_ATTENTION_PREFIX) or name == "scaled_dot_product_attention":
+    if name.startswith(_ATTENTION_PREFIX):
         return {"attention", "matmul", "softmax"}
     if "convolution" in name or name.startswith("conv"):
         return _convolution_kinds(name, args)
@@ -98,10 +121,13 @@ def _kinds_of_call(name: str, args: tuple[Any, ...]) -> set[OperationKind]:
 def _convolution_kinds(name: str, args: tuple[Any, ...]) -> set[OperationKind]:
     """aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)."""
     kinds: set[OperationKind] = {"convolution"}
-    transposed = "transpose" in name or (len(args) > 6 and args[6] is True)
-    if transposed:
+    if "transpose" in name or (len(args) > 6 and args[6] is True):
         kinds.add("transposed_convolution")
     groups = args[8] if len(args) > 8 else 1
     if isinstance(groups, int) and groups > 1:
         kinds.add("grouped_convolution")
     return kinds
+
+
+def _storage_key(tensor: torch.Tensor) -> int:
+    return int(tensor.untyped_storage()._cdata)

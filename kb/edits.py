@@ -62,10 +62,11 @@ class AddOptimization(KBModel):
     prior_speedup: PriorSpeedup
     category: Category | None = None
     description: LongText | None = None
-    # Only for a new technique: the precision policies its kernels can pass under (absent: all), and the
-    # kinds of operation a problem must perform, any one of them, for it to apply (absent: any problem).
+    # Only for a new technique: the precision policies its kernels can pass under (absent: all).
     precision_policies: PolicyList | None = None
-    applies_to: OperationList | None = None
+    applies_to: OperationList | None = Field(
+        default=None, description="Only for a new technique: the kinds of operation a problem must perform (any "
+                                  "one) for it to apply; leave it out unless the technique only makes sense for them")
 
     def apply_to(self, document: KBDocument) -> None:
         state = _state(document, self.state_id)

@@ -15,13 +15,13 @@ OperationKind = Literal[
     "convolution",             # any convolution, transposed ones included
     "grouped_convolution",     # groups > 1 (depthwise among them)
     "transposed_convolution",
-    "attention",               # scaled-dot-product attention, or a matrix product and a softmax in one pass
+    "attention",               # scores from a product of two activations feed another product (softmax or not)
     "softmax",                 # softmax, log-softmax, logsumexp
-    "normalization",           # batch, layer, group, instance and RMS norms; variance and standard deviation
+    "normalization",           # batch, layer, group and instance norms; variance and standard deviation
     "reduction",               # sums, means, extrema, norms and losses over a dimension
     "scan",                    # cumulative sums, products, extrema
     "pooling",
-    "recurrent",               # RNN, LSTM and GRU layers and cells
+    "recurrent",               # RNN, LSTM and GRU layers and cells, or one weight applied step after step
     "several_operations",      # more than one computing operator (views, copies and allocations not counted)
 ]
 OPERATION_KINDS: tuple[OperationKind, ...] = get_args(OperationKind)

@@ -130,7 +130,7 @@ class Technique(KBModel):
         """Whether kernels applying this technique can pass verification under precision policy `policy`."""
         return self.precision_policies is None or policy in self.precision_policies
 
-    def applies_to_problem(self, operations: Collection[str] | None) -> bool:
+    def applies_to_problem(self, operations: Collection[OperationKind] | None) -> bool:
         """Whether the technique can apply to a problem performing `operations` (None: not known, so it may)."""
         return self.applies_to is None or operations is None or any(kind in operations for kind in self.applies_to)
 

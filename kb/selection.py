@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from kernelblaster.kb.operations import OperationKind
 from kernelblaster.kb.precision import check_precision_policy
 from kernelblaster.kb.schema import Category, Optimization, OutcomeStats, PerformanceState, Technique, Transition
 
@@ -84,7 +85,7 @@ def select_optimizations(
     transitions: Collection[Transition] = (),
     previous_technique: str | None = None,
     exclude: Collection[str] = (),
-    operations: Collection[str] | None = None,
+    operations: Collection[OperationKind] | None = None,
     policy: SelectionPolicy = DEFAULT_POLICY,
 ) -> list[SelectedOptimization]:
     """Up to k distinct, non-deprecated optimizations of `state` valid under the precision policy `precision`

@@ -22,6 +22,7 @@ from kernelblaster.kb.codec import DecodedKB, decode, encode
 from kernelblaster.kb.edits import EditResult, KBEdit, apply_edits
 from kernelblaster.kb.errors import KBFileError
 from kernelblaster.kb.index import IndexUnreadable, SignatureIndex, StateMatch, content_hash, nearest_states
+from kernelblaster.kb.operations import OperationKind
 from kernelblaster.kb.outcomes import OutcomeEvent, apply_outcome
 from kernelblaster.kb.paths import (
     backup_path_for,
@@ -166,7 +167,7 @@ class KnowledgeBase:
         precision: str,
         previous_technique: str | None = None,
         exclude: Collection[str] = (),
-        operations: Collection[str] | None = None,
+        operations: Collection[OperationKind] | None = None,
         policy: SelectionPolicy = DEFAULT_SELECTION_POLICY,
     ) -> list[SelectedOptimization]:
         """Sample k optimizations of `state` valid under the run's precision policy `precision` and applicable

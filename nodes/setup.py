@@ -6,7 +6,7 @@ Studio fails with the same one-line reason), then keeps its own copy of the prob
 `--init` kernel) under `inputs/`, so the run directory stays self-contained. The baselines are what every
 speedup is measured against; their profile is kept beside them for the report, and the run's facts in
 `baseline/facts.json`. The problem's generated `kb_problem.h` is written to the run directory, as the agents
-see it.
+see it. A replay keeps the recorded run's operation kinds, which decided the optimizations it was offered.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import secrets
 from pathlib import Path
 
 from langgraph.runtime import Runtime
+from pydantic import ValidationError
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.preflight import check_started_run
@@ -23,6 +24,7 @@ from kernelblaster.graph.run_files import RunFiles, default_run_dir, run_id_for,
 from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import BaselineSummary, OptimizationState, RunFacts
 from kernelblaster.harness.profile import ProfileReport, top_kernels
+from kernelblaster.kb.operations import OperationKind
 
 FACTS_FILE = "baseline/facts.json"
 PYTORCH_KERNELS_SHOWN = 3
@@ -49,7 +51,8 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
                               compile_ms=baseline.compiled.median_ms if baseline.compiled else None,
                               best_ms=baseline.best_ms)
     kernels = top_kernels(profile, PYTORCH_KERNELS_SHOWN) if isinstance(profile, ProfileReport) else None
-    facts = RunFacts(gpu=gpu, baseline=summary, roofline=roofline, pytorch_kernels=kernels, operations=operations)
+    facts = RunFacts(gpu=gpu, baseline=summary, roofline=roofline, pytorch_kernels=kernels,
+                     operations=_operations_to_offer_for(runtime.context, operations))
     files.save(FACTS_FILE, facts)
     compiled = f", torch.compile {summary.compile_ms:.4f} ms" if summary.compile_ms is not None else ""
     write_note(runtime, ProgressNote(node="setup", text=f"PyTorch eager {summary.eager_ms:.4f} ms{compiled} "
@@ -75,3 +78,14 @@ def unique_run_id(run_dir: str) -> str:
     whose steps it would find already counted. Drawn once, in `setup`, and checkpointed with the state.
     """
     return f"{run_id_for(run_dir)[:119]}-{secrets.token_hex(4)}"
+
+
+def _operations_to_offer_for(context: RunContext, measured: list[OperationKind] | None) -> list[OperationKind] | None:
+    """The problem's operation kinds for the KB's offers; in a replay, the recorded run's (None, offering
+    everything, where it kept none: it ran before they were kept), so the replay is offered what it was."""
+    if context.replay_from is None:
+        return measured
+    try:
+        return RunFacts.model_validate_json((Path(context.replay_from) / FACTS_FILE).read_bytes()).operations
+    except (OSError, ValidationError):
+        return None

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from fixtures.graph.fake_openai import FakeOpenAI, kernelblaster_roles, optimize_through
-from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
+from fixtures.graph.recorded_evaluator import EvaluationLog, RecordedEvaluator, recorded_evaluators
 from fixtures.graph.scenario import PROBLEM
 
 from kernelblaster.graph import services
@@ -57,6 +57,16 @@ def test_a_replay_reproduces_the_recorded_runs_decisions_without_an_endpoint(tmp
     assert len(_report(recorded)["steps"]) == 2
     assert (replayed / "best.cu").read_text() == (recorded / "best.cu").read_text()
     assert _report(replayed)["tokens"] == _report(recorded)["tokens"]
+
+
+def test_a_replay_of_a_run_recorded_before_operation_kinds_were_kept_is_offered_what_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(RecordedEvaluator, "operation_kinds", lambda self: None)  # as such runs recorded
+    recorded = _record(tmp_path)
+    monkeypatch.undo()
+    monkeypatch.setattr(services, "harness_evaluator", recorded_evaluators(EvaluationLog()))
+    assert _replay(tmp_path, recorded) == 0
+    assert _decisions(_report(tmp_path / "replayed" / "another-name")) == _decisions(_report(recorded))
 
 
 def test_a_replay_asked_a_prompt_the_recording_has_no_answer_for_stops_in_one_line(

@@ -20,10 +20,10 @@ META = torch.device("meta")
 
 
 def _kinds(forward: Callable[[], object], model: nn.Module | None = None) -> frozenset[OperationKind]:
-    recorder = OperationRecorder()
+    recorder = OperationRecorder(model or nn.Module())
     with recorder:
         forward()
-    return recorder.kinds(model or nn.Module())
+    return recorder.kinds()
 
 
 def _x(*shape: int) -> torch.Tensor:
@@ -53,15 +53,21 @@ def test_a_transposed_convolution_is_named_as_such() -> None:
     assert _kinds(lambda: conv(_x(1, 4, 8, 8)), conv) == {"convolution", "transposed_convolution"}
 
 
-def test_a_matmul_a_softmax_and_a_matmul_in_that_order_are_attention() -> None:
+def test_scores_of_two_activations_through_a_softmax_into_another_product_are_attention() -> None:
     q = _x(2, 8, 16)
-    kinds = _kinds(lambda: torch.softmax(q @ q.transpose(1, 2), -1) @ q)
+    kinds = _kinds(lambda: torch.softmax(q @ q.transpose(1, 2) / 4.0, -1) @ q)
     assert {"attention", "matmul", "softmax"} <= kinds
 
 
-def test_a_matmul_followed_only_by_a_softmax_is_not_attention() -> None:
-    linear = nn.Linear(16, 32, device=META)
-    assert "attention" not in _kinds(lambda: torch.softmax(linear(_x(8, 16)), -1), linear)
+def test_scores_through_a_relu_into_another_product_are_attention_too() -> None:
+    q = _x(2, 8, 16)
+    assert "attention" in _kinds(lambda: torch.relu(q @ q.transpose(1, 2)) @ q)
+
+
+def test_a_softmax_over_a_layers_output_multiplied_into_the_input_is_not_attention() -> None:
+    clusters = nn.Linear(16, 4, bias=False, device=META)  # NetVLAD's soft assignment
+    x = _x(8, 16)
+    assert "attention" not in _kinds(lambda: torch.softmax(clusters(x), -1).t() @ x, clusters)
 
 
 def test_pytorchs_attention_operator_is_attention() -> None:
@@ -69,17 +75,47 @@ def test_pytorchs_attention_operator_is_attention() -> None:
     assert "attention" in _kinds(lambda: F.scaled_dot_product_attention(q, q, q))
 
 
-def test_norms_scans_pools_and_losses_have_their_kinds() -> None:
+def test_a_layer_norm_is_a_normalization() -> None:
     norm = nn.LayerNorm(16, device=META)
-    assert "normalization" in _kinds(lambda: norm(_x(8, 16)), norm)
+    assert _kinds(lambda: norm(_x(8, 16)), norm) == {"normalization"}
+
+
+def test_a_batch_norms_step_counter_is_not_an_operation() -> None:
+    norm = nn.BatchNorm2d(4, device=META)  # training mode: it adds 1 to num_batches_tracked in place
+    assert _kinds(lambda: norm(_x(2, 4, 8, 8)), norm) == {"normalization"}
+
+
+def test_a_cumulative_sum_is_a_scan() -> None:
     assert _kinds(lambda: torch.cumsum(_x(8, 16), 1)) == {"scan"}
+
+
+def test_a_max_pool_is_pooling() -> None:
     assert _kinds(lambda: F.max_pool2d(_x(1, 4, 8, 8), 2)) == {"pooling"}
+
+
+def test_a_cross_entropy_loss_is_a_softmax_and_a_reduction() -> None:
     labels = torch.zeros(8, dtype=torch.long, device=META)
     assert {"softmax", "reduction"} <= _kinds(lambda: F.cross_entropy(_x(8, 16), labels))
 
 
 def test_a_recurrent_layer_is_recurrent_whatever_operators_it_ran_as() -> None:
     assert _kinds(lambda: None, nn.Sequential(nn.LSTM(8, 8))) == {"recurrent"}
+
+
+def test_one_weight_applied_step_after_step_is_a_recurrence() -> None:
+    cell = nn.Linear(16, 16, device=META)
+
+    def time_loop() -> None:
+        hidden = _x(4, 16)
+        for _ in range(8):
+            hidden = torch.tanh(cell(hidden))
+
+    assert "recurrent" in _kinds(time_loop, cell)
+
+
+def test_a_stack_of_distinct_layers_is_no_recurrence() -> None:
+    layers = nn.Sequential(*[nn.Linear(16, 16, device=META) for _ in range(8)])
+    assert "recurrent" not in _kinds(lambda: layers(_x(4, 16)), layers)
 
 
 def test_kernelbench_relu_is_a_lone_elementwise_operator() -> None:

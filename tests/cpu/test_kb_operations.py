@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from kernelblaster.kb.codec import decode
 from kernelblaster.kb.edits import AddOptimization, apply_edits
-from kernelblaster.kb.operations import OPERATION_KINDS
+from kernelblaster.kb.operations import OPERATION_KINDS, OperationKind
 from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.kb.schema import Category, KBDocument, PerformanceState, Technique
 from kernelblaster.kb.selection import select_optimizations
@@ -25,7 +25,7 @@ def seed() -> KBDocument:
     return decode(Path("seed_kb.json"), seed_kb_bytes()).document
 
 
-def offered(document: KBDocument, state: PerformanceState, operations: list[str] | None) -> set[str]:
+def offered(document: KBDocument, state: PerformanceState, operations: list[OperationKind] | None) -> set[str]:
     chosen = select_optimizations(state, len(state.optimizations), rng_seed=0, techniques=document.techniques,
                                   precision="strict", operations=operations)
     return {item.technique for item in chosen}

@@ -178,9 +178,12 @@ def test_setup_gathers_the_facts_once_and_keeps_them_in_the_run_directory(run: T
     assert [kernel.name for kernel in facts.pytorch_kernels or []] == ["scale", "rowsum"]
 
 
-def test_setup_keeps_the_problems_operations_and_the_offers_fit_them(run: ThreeSteps) -> None:
+def test_setup_keeps_the_kinds_of_operation_the_problem_performs(run: ThreeSteps) -> None:
     facts = RunFacts.model_validate_json((run.run_dir / "baseline" / "facts.json").read_text())
     assert facts.operations == ["several_operations"]  # the swish example: a chain of elementwise operators
+
+
+def test_no_step_is_offered_a_technique_for_operations_the_problem_lacks(run: ThreeSteps) -> None:
     offers = {name for step in range(3) for name in offered_techniques(run.step_prompt(step))}
     assert offers and not offers & {"welford_norm", "online_softmax_single_pass", "depthwise_conv_tiling"}
 
