@@ -80,6 +80,9 @@ def add_commands(subparsers: Subcommands) -> None:
     diff.add_argument("before", help="the older KB file (a snapshot, an export)")
     diff.add_argument("after", nargs="?", help="the newer KB file (default: the KB)")
     _add_kb_flags(diff)
+    _add_kb_flags(add_command(commands, "update-catalogue", options=KBOptions, run=run_update_catalogue,
+                              help="fill the techniques' fields that newer seeds declare (precision policies, "
+                                   "operation kinds, snippets) where the KB lacks them; keeps a backup"))
     restore = add_command(commands, "restore", options=RestoreOptions, run=run_restore,
                           help="make the KB what it was after an iteration of a run (its snapshot)")
     restore.add_argument("run_id", nargs="?", help="the run's id, as its report names it (default: list the "
@@ -176,6 +179,24 @@ def run_import(options: ImportOptions) -> int:
     kb.replace_document(incoming)
     summary = {"imported": str(options.file), "into": str(kb.path), "previous_kept_as": str(backup)}
     _report(options, summary, f"imported {options.file} into {kb.path} (previous KB kept as {backup})")
+    return 0
+
+
+def run_update_catalogue(options: KBOptions) -> int:
+    from kernelblaster.kb.seed_catalogue import adopt_seed_catalogue
+    from kernelblaster.kb.store import KnowledgeBase
+
+    kb = KnowledgeBase.open(options.kb)
+    document = kb.document.model_copy(deep=True)
+    filled = adopt_seed_catalogue(document)
+    if not filled:
+        _report(options, {"updated": {}, "kb": str(kb.path)}, f"{kb.path}: its techniques already carry the "
+                "seed's fields; nothing to update")
+        return 0
+    backup = kb.back_up("pre-catalogue")
+    kb.replace_document(document)
+    _report(options, {"updated": filled, "kb": str(kb.path), "previous_kept_as": str(backup)},
+            f"filled the seed's fields of {len(filled)} techniques of {kb.path} (previous KB kept as {backup})")
     return 0
 
 

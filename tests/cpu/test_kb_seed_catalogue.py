@@ -1,0 +1,62 @@
+"""`kernelblaster kb update-catalogue`: a KB made from an older seed gains the fields newer seeds declare for
+its techniques (precision policies, operation kinds, snippets), and keeps everything it learned or a person
+edited; the previous KB is kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelblaster.graph.cli import main
+from kernelblaster.kb.paths import backup_path_for
+from kernelblaster.kb.store import KnowledgeBase
+
+
+@pytest.fixture
+def old_kb(tmp_path: Path) -> Path:
+    """A KB as an older seed made it: no technique carries the newer fields; one description was edited."""
+    path = KnowledgeBase.create(tmp_path / "kb.json").path
+    data = json.loads(path.read_text())
+    for technique in data["techniques"].values():
+        for field in ("precision_policies", "applies_to", "snippet"):
+            technique.pop(field, None)
+    data["techniques"]["welford_norm"]["description"] = "Our own words on Welford statistics, kept as edited."
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _update(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    assert main(["kb", "update-catalogue", "--kb", str(path), "--json"]) == 0
+    report: dict[str, object] = json.loads(capsys.readouterr().out)
+    return report
+
+
+def test_an_old_kbs_techniques_gain_the_seeds_operation_kinds_policies_and_snippets(
+        old_kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _update(old_kb, capsys)
+    techniques = KnowledgeBase.load(old_kb).document.techniques
+    assert techniques["welford_norm"].applies_to == ["normalization"]
+    assert techniques["welford_norm"].snippet == "welford"
+    assert techniques["tensor_core_mma"].precision_policies is not None
+
+
+def test_what_a_person_edited_is_kept(old_kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _update(old_kb, capsys)
+    description = KnowledgeBase.load(old_kb).document.techniques["welford_norm"].description
+    assert description == "Our own words on Welford statistics, kept as edited."
+
+
+def test_the_previous_kb_is_kept_beside_it(old_kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = old_kb.read_text()
+    report = _update(old_kb, capsys)
+    assert report["previous_kept_as"] == str(backup_path_for(old_kb, "pre-catalogue"))
+    assert backup_path_for(old_kb, "pre-catalogue").read_text() == before
+
+
+def test_a_kb_made_from_this_seed_has_nothing_to_update(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = KnowledgeBase.create(tmp_path / "kb.json").path
+    before = path.read_bytes()
+    assert _update(path, capsys)["updated"] == {}
+    assert path.read_bytes() == before and not backup_path_for(path, "pre-catalogue").exists()
