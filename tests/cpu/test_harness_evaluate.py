@@ -82,3 +82,7 @@ def test_a_broken_problem_is_a_problem_error(tmp_path: Path) -> None:
 def test_steps_that_need_a_gpu_say_so(evaluator: CandidateEvaluator) -> None:
     with pytest.raises(UserFacingError, match="no CUDA GPU"):
         evaluator.baseline()
+
+
+def test_the_problems_operation_kinds_need_no_gpu(evaluator: CandidateEvaluator) -> None:
+    assert evaluator.operation_kinds() == ["several_operations"]  # swish and scale: elementwise operators
