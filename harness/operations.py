@@ -2,7 +2,8 @@
 operators PyTorch dispatches while the pass runs (on the meta device, like the rest of the analysis).
 
 Views, copies, allocations, random fills and in-place updates of the model's own buffers (a batch norm's
-step counter) compute nothing of the problem's and are not counted. Two kinds come from how operators
+step counter) compute nothing of the problem's and are not counted, though copies carry what their source
+was (a weight, or attention scores). Two kinds come from how operators
 connect rather than from their names: attention is a matrix product of two activations (scores) whose
 result, through elementwise steps such as a softmax, feeds another matrix product; a recurrence is one
 weight multiplied in again and again in one pass (a time loop written out in Python).
@@ -14,6 +15,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -36,6 +38,11 @@ _KIND_OF_OPERATOR: dict[str, OperationKind] = {
                      "_thnn_fused_gru_cell"], "recurrent"),
 }
 _ATTENTION_PREFIX = "_scaled_dot_product"
+# PyTorch's fused inference paths of nn.MultiheadAttention and nn.TransformerEncoderLayer (off the meta device).
+_FUSED_ATTENTION: dict[str, set[OperationKind]] = {
+    "_native_multi_head_attention": {"attention", "matmul", "softmax"},
+    "_transformer_encoder_layer_fwd": {"attention", "matmul", "softmax", "normalization", "several_operations"},
+}
 # Operators that move, allocate or fill memory without computing on the problem's data.
 _NOT_COMPUTING = frozenset([
     "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
@@ -54,26 +61,33 @@ class OperationRecorder(TorchDispatchMode):
     def __init__(self, model: nn.Module) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # torch leaves TorchDispatchMode.__init__ unannotated
         self._model = model
-        self._weights = {_storage_key(t) for t in [*model.parameters(), *model.buffers()]}
         self._kinds: set[OperationKind] = set()
         self._computing_calls = 0
-        self._scores: set[int] = set()  # storages holding attention scores, or what elementwise steps made of them
+        # The model's state and what is computed from it alone (a cast or scaled copy of a weight).
+        self._weights = _StorageSet([*model.parameters(), *model.buffers()])
+        self._scores = _StorageSet([])  # attention scores, and what non-product steps made of them
         self._weight_uses: dict[int, int] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         result = func(*args, **(kwargs or {}))
         name = func.overloadpacket.__name__
-        if func.is_view or name in _NOT_COMPUTING or self._updates_own_buffer(name, args):
+        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        outputs = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
+        if func.is_view or self._updates_own_buffer(name, args):
             return result
-        self._computing_calls += 1
+        if name not in _NOT_COMPUTING:
+            self._computing_calls += 1
         kinds = _kinds_of_call(name, args)
         self._kinds.update(kinds)
-        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         if "matmul" in kinds:
-            self._follow_matrix_product(inputs, result)
-        elif any(_storage_key(t) in self._scores for t in inputs):
-            self._scores.update(_storage_key(t) for t in tree_leaves(result) if isinstance(t, torch.Tensor))
+            self._follow_matrix_product(name, args, outputs)
+            return result
+        # What is computed from weights alone is a weight; from scores, scores (copies and casts included).
+        if inputs and all(t in self._weights for t in inputs):
+            self._weights.update(outputs)
+        elif any(t in self._scores for t in inputs):
+            self._scores.update(outputs)
         return result
 
     def kinds(self) -> frozenset[OperationKind]:
@@ -89,25 +103,48 @@ class OperationRecorder(TorchDispatchMode):
         return frozenset(kinds)
 
     def _updates_own_buffer(self, name: str, args: tuple[Any, ...]) -> bool:
-        return name.endswith("_") and bool(args) and isinstance(args[0], torch.Tensor) \
-            and _storage_key(args[0]) in self._weights
+        return name.endswith("_") and bool(args) and isinstance(args[0], torch.Tensor) and args[0] in self._weights
 
-    def _follow_matrix_product(self, inputs: list[torch.Tensor], result: Any) -> None:
-        operands = [t for t in inputs if t.dim() >= 1]
-        weights = [_storage_key(t) for t in operands if _storage_key(t) in self._weights]
-        for key in weights:
+    def _follow_matrix_product(self, name: str, args: tuple[Any, ...], outputs: list[torch.Tensor]) -> None:
+        # addmm(bias, a, b), baddbmm(bias, a, b), addmv(bias, m, v): the bias is no operand of the product.
+        operands = [t for t in args[1:3] if isinstance(t, torch.Tensor)] if name.startswith(("add", "baddbmm")) \
+            else [t for t in args[:2] if isinstance(t, torch.Tensor)]
+        weights = [t for t in operands if t in self._weights]
+        for weight in weights:
+            key = _storage_key(weight)
             self._weight_uses[key] = self._weight_uses.get(key, 0) + 1
-        if weights:
-            return
-        if any(_storage_key(t) in self._scores for t in operands):
-            self._kinds.add("attention")
-        elif len(operands) >= 2 and isinstance(result, torch.Tensor):
-            self._scores.add(_storage_key(result))
+        from_scores = any(t in self._scores for t in operands)
+        if from_scores and not weights:
+            self._kinds.add("attention")  # scores applied to an activation: the values
+        elif from_scores or (not weights and len(operands) == 2):
+            self._scores.update(outputs)  # scores (scaled by a weight, such as a decay mask, they stay scores)
+
+
+class _StorageSet:
+    """Tensors' storages, held weakly: a storage freed during the pass leaves the set, so a new one that the
+    allocator puts at the same address is not taken for it."""
+
+    def __init__(self, tensors: list[torch.Tensor]) -> None:
+        self._refs: dict[int, StorageWeakRef] = {}
+        self.update(tensors)
+
+    def update(self, tensors: list[torch.Tensor]) -> None:
+        for tensor in tensors:
+            storage = tensor.untyped_storage()
+            self._refs[storage._cdata] = StorageWeakRef(storage)
+
+    def __contains__(self, tensor: object) -> bool:
+        if not isinstance(tensor, torch.Tensor):
+            return False
+        ref = self._refs.get(_storage_key(tensor))
+        return ref is not None and not ref.expired()
 
 
 def _kinds_of_call(name: str, args: tuple[Any, ...]) -> set[OperationKind]:
     if name.startswith(_ATTENTION_PREFIX):
         return {"attention", "matmul", "softmax"}
+    if name in _FUSED_ATTENTION:
+        return set(_FUSED_ATTENTION[name])
     if "convolution" in name or name.startswith("conv"):
         return _convolution_kinds(name, args)
     if "pool" in name:

@@ -183,18 +183,14 @@ def run_import(options: ImportOptions) -> int:
 
 
 def run_update_catalogue(options: KBOptions) -> int:
-    from kernelblaster.kb.seed_catalogue import adopt_seed_catalogue
     from kernelblaster.kb.store import KnowledgeBase
 
     kb = KnowledgeBase.open(options.kb)
-    document = kb.document.model_copy(deep=True)
-    filled = adopt_seed_catalogue(document)
-    if not filled:
-        _report(options, {"updated": {}, "kb": str(kb.path)}, f"{kb.path}: its techniques already carry the "
-                "seed's fields; nothing to update")
+    filled, backup = kb.fill_catalogue_from_seed("pre-catalogue")
+    if backup is None:
+        _report(options, {"updated": {}, "kb": str(kb.path), "previous_kept_as": None},
+                f"{kb.path}: its techniques already carry the seed's fields; nothing to update")
         return 0
-    backup = kb.back_up("pre-catalogue")
-    kb.replace_document(document)
     _report(options, {"updated": filled, "kb": str(kb.path), "previous_kept_as": str(backup)},
             f"filled the seed's fields of {len(filled)} techniques of {kb.path} (previous KB kept as {backup})")
     return 0

@@ -36,6 +36,7 @@ from kernelblaster.kb.pruning import DEFAULT_POLICY as DEFAULT_PRUNE_POLICY
 from kernelblaster.kb.pruning import PrunePolicy, PruneReport, prune
 from kernelblaster.kb.safe_files import exclusive_lock, write_atomically
 from kernelblaster.kb.schema import RUN_ID_PATTERN, KBDocument, PerformanceState
+from kernelblaster.kb.seed_catalogue import adopt_seed_catalogue
 from kernelblaster.kb.selection import DEFAULT_POLICY as DEFAULT_SELECTION_POLICY
 from kernelblaster.kb.selection import SelectedOptimization, SelectionPolicy, select_optimizations
 from kernelblaster.kb.snapshots import DEFAULT_POLICY as DEFAULT_SNAPSHOT_POLICY
@@ -118,6 +119,22 @@ class KnowledgeBase:
         with exclusive_lock(self.path):
             self._write(document)
             self._set_document(document, self._stamp)
+
+    def fill_catalogue_from_seed(self, backup_label: str) -> tuple[dict[str, list[str]], Path | None]:
+        """Fill the techniques' fields that the seed declares and the KB lacks (`kb.seed_catalogue`) in one
+        locked read-modify-write, backing the file up first: the fields filled per technique, and the
+        backup (None, and the file untouched, when nothing was missing)."""
+        with exclusive_lock(self.path):
+            self.refresh()
+            document = self._document.model_copy(deep=True)
+            filled = adopt_seed_catalogue(document)
+            if not filled:
+                return filled, None
+            backup = backup_path_for(self.path, backup_label)
+            write_atomically(backup, _read_bytes(self.path))
+            self._write(document)
+            self._set_document(document, self._stamp)
+        return filled, backup
 
     def back_up(self, label: str) -> Path:
         """Copy the KB file as it is on disk to `backup_path_for(path, label)`; the copy's path."""

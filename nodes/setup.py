@@ -15,7 +15,7 @@ import secrets
 from pathlib import Path
 
 from langgraph.runtime import Runtime
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.preflight import check_started_run
@@ -80,12 +80,18 @@ def unique_run_id(run_dir: str) -> str:
     return f"{run_id_for(run_dir)[:119]}-{secrets.token_hex(4)}"
 
 
+class _RecordedOperations(BaseModel):
+    """The one field of a recorded run's facts a replay takes over (the rest may be of another version)."""
+
+    operations: list[OperationKind] | None = None
+
+
 def _operations_to_offer_for(context: RunContext, measured: list[OperationKind] | None) -> list[OperationKind] | None:
     """The problem's operation kinds for the KB's offers; in a replay, the recorded run's (None, offering
     everything, where it kept none: it ran before they were kept), so the replay is offered what it was."""
     if context.replay_from is None:
         return measured
     try:
-        return RunFacts.model_validate_json((Path(context.replay_from) / FACTS_FILE).read_bytes()).operations
+        return _RecordedOperations.model_validate_json((Path(context.replay_from) / FACTS_FILE).read_bytes()).operations
     except (OSError, ValidationError):
         return None

@@ -70,6 +70,38 @@ def test_a_softmax_over_a_layers_output_multiplied_into_the_input_is_not_attenti
     assert "attention" not in _kinds(lambda: torch.softmax(clusters(x), -1).t() @ x, clusters)
 
 
+def test_scores_cast_to_another_precision_on_their_way_are_still_attention() -> None:
+    q = torch.randn(2, 8, 16, device=META, dtype=torch.float16)
+
+    def half_precision_attention() -> None:
+        torch.softmax(q @ q.transpose(1, 2), -1, dtype=torch.float32).to(q.dtype) @ q
+
+    assert "attention" in _kinds(half_precision_attention)
+
+
+def test_scores_with_a_bias_added_by_the_product_itself_are_still_attention() -> None:
+    q, bias = _x(2, 8, 16), _x(2, 8, 8)
+    assert "attention" in _kinds(lambda: torch.softmax(torch.baddbmm(bias, q, q.transpose(1, 2)), -1) @ q)
+
+
+def test_a_layer_whose_weight_is_cast_first_is_no_attention() -> None:
+    weight = nn.Parameter(torch.randn(16, 16, device=META))
+    holder = nn.ParameterList([weight])
+    x = _x(8, 16)
+    assert "attention" not in _kinds(lambda: F.linear(torch.relu(F.linear(x, weight * 2)), weight * 2), holder)
+
+
+def test_a_product_at_the_address_of_freed_scores_is_not_taken_for_them() -> None:
+    a, c, d = _x(64, 64), _x(64, 64), _x(64, 64)
+
+    def pass_with_freed_scores() -> None:
+        (a @ a).sum()  # scores, freed at once
+        for _ in range(3):
+            torch.relu(c) @ d
+
+    assert "attention" not in _kinds(pass_with_freed_scores)
+
+
 def test_pytorchs_attention_operator_is_attention() -> None:
     q = _x(2, 4, 8, 16)
     assert "attention" in _kinds(lambda: F.scaled_dot_product_attention(q, q, q))
