@@ -3,10 +3,10 @@ operators PyTorch dispatches while the pass runs (on the meta device, like the r
 
 Views, copies, allocations, random fills and in-place updates of the model's own buffers (a batch norm's
 step counter) compute nothing of the problem's and are not counted, though copies carry what their source
-was (a weight, or attention scores). Two kinds come from how operators
-connect rather than from their names: attention is a matrix product of two activations (scores) whose
-result, through elementwise steps such as a softmax, feeds another matrix product; a recurrence is one
-weight multiplied in again and again in one pass (a time loop written out in Python).
+was (a weight, or attention scores). Two kinds come from how operators connect rather than from their
+names: attention is a matrix product of two activations (scores) whose result, through elementwise steps
+such as a softmax, feeds another matrix product; a recurrence is one weight multiplied in again and again
+in one pass (a time loop written out in Python).
 """
 
 from __future__ import annotations
@@ -72,10 +72,10 @@ class OperationRecorder(TorchDispatchMode):
                            kwargs: dict[str, Any] | None = None) -> Any:
         result = func(*args, **(kwargs or {}))
         name = func.overloadpacket.__name__
-        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-        outputs = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
         if func.is_view or self._updates_own_buffer(name, args):
             return result
+        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        outputs = [t for t in tree_leaves(result) if isinstance(t, torch.Tensor)]
         if name not in _NOT_COMPUTING:
             self._computing_calls += 1
         kinds = _kinds_of_call(name, args)
@@ -130,8 +130,7 @@ class _StorageSet:
 
     def update(self, tensors: list[torch.Tensor]) -> None:
         for tensor in tensors:
-            storage = tensor.untyped_storage()
-            self._refs[storage._cdata] = StorageWeakRef(storage)
+            self._refs[_storage_key(tensor)] = StorageWeakRef(tensor.untyped_storage())
 
     def __contains__(self, tensor: object) -> bool:
         if not isinstance(tensor, torch.Tensor):

@@ -117,8 +117,7 @@ class KnowledgeBase:
     def replace_document(self, document: KBDocument) -> None:
         """Make `document` the KB's content, on disk and in memory."""
         with exclusive_lock(self.path):
-            self._write(document)
-            self._set_document(document, self._stamp)
+            self._install(document)
 
     def fill_catalogue_from_seed(self, backup_label: str) -> tuple[dict[str, list[str]], Path | None]:
         """Fill the techniques' fields that the seed declares and the KB lacks (`kb.seed_catalogue`) in one
@@ -130,18 +129,23 @@ class KnowledgeBase:
             filled = adopt_seed_catalogue(document)
             if not filled:
                 return filled, None
-            backup = backup_path_for(self.path, backup_label)
-            write_atomically(backup, _read_bytes(self.path))
-            self._write(document)
-            self._set_document(document, self._stamp)
+            backup = self._copy_file(backup_label)
+            self._install(document)
         return filled, backup
 
     def back_up(self, label: str) -> Path:
         """Copy the KB file as it is on disk to `backup_path_for(path, label)`; the copy's path."""
-        target = backup_path_for(self.path, label)
         with exclusive_lock(self.path):
-            write_atomically(target, _read_bytes(self.path))
+            return self._copy_file(label)
+
+    def _copy_file(self, label: str) -> Path:
+        target = backup_path_for(self.path, label)
+        write_atomically(target, _read_bytes(self.path))
         return target
+
+    def _install(self, document: KBDocument) -> None:
+        self._write(document)
+        self._set_document(document, self._stamp)
 
     def record_outcome(self, event: OutcomeEvent) -> bool:
         """Learn from one step's outcome; False if this event id was already applied (a replay)."""
