@@ -63,11 +63,10 @@ def run_baselines(root: Path, problems: Sequence[SuiteProblem], gpus: Sequence[i
     with runner_lock(root):
         db = ResultsDB.open(root / DATABASE_NAME, create=True)
         try:
-            done = {row.problem_id for row in db.baselines() if row.error is None}
             todo = [BaselineJob(problem=p, precision=precision,
                                 published_eager_ms=_lookup(published["eager"], p),
                                 published_compile_ms=_lookup(published["compile"], p))
-                    for p in problems if p.id not in done]
+                    for p in _untimed(root, db.baselines(), problems, precision)]
             _measure_all(db, todo, gpus, services_factory, out)
             rows = db.baselines()
         finally:
@@ -75,6 +74,30 @@ def run_baselines(root: Path, problems: Sequence[SuiteProblem], gpus: Sequence[i
     report = root / REPORT_NAME
     report.write_text(render_comparison([row for row in rows if row.problem_id in {p.id for p in problems}]))
     return report
+
+
+def untimed_problems(root: Path, problems: Sequence[SuiteProblem], precision: PrecisionPolicy) -> list[SuiteProblem]:
+    """The problems `root` holds no baseline of yet (all of them where it holds none at all)."""
+    if not (root / DATABASE_NAME).exists():
+        return list(problems)
+    db = ResultsDB.open(root / DATABASE_NAME)
+    try:
+        return _untimed(root, db.baselines(), problems, precision)
+    finally:
+        db.close()
+
+
+def _untimed(root: Path, rows: Sequence[BaselineRow], problems: Sequence[SuiteProblem],
+             precision: PrecisionPolicy) -> list[SuiteProblem]:
+    """The problems without a baseline among `rows`; a directory timed under another policy is refused, as one
+    comparison table of two policies would compare nothing."""
+    timed = [row for row in rows if row.error is None]
+    others = sorted({row.precision for row in timed if row.precision is not None and row.precision != precision})
+    if others:
+        raise UserFacingError(f"{root} holds baselines timed under --precision {', '.join(others)}; time "
+                              f"{precision} into another --out directory")
+    done = {row.problem_id for row in timed}
+    return [problem for problem in problems if problem.id not in done]
 
 
 def _measure_all(db: ResultsDB, todo: list[BaselineJob], gpus: Sequence[int],

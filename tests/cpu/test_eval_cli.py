@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from fixtures.suite.scripted_suite import KERNELBENCH, services_factory
 
 from kernelblaster.eval.baseline import run_baselines
@@ -17,6 +18,7 @@ from kernelblaster.eval.problems import select_problems
 from kernelblaster.eval.results import DATABASE_NAME, SCHEMA_VERSION, ResultsDB
 from kernelblaster.graph.cli import main
 from kernelblaster.graph.services import Services
+from kernelblaster.tools.errors import UserFacingError
 
 
 def _fails_in_one_line(argv: list[str], capsys: pytest.CaptureFixture[str], expected: str) -> None:
@@ -100,3 +102,36 @@ def test_baselines_are_compared_with_the_published_times_and_not_measured_twice(
     assert len(rows) == 5 and all(row.error is None for row in rows.values())
     assert f"| level1/19_ReLU | {relu.gpu} | 1.0000 | 0.8000 | 4.2800 | 4.3500 | 0.23 | 0.18 |" in again.read_text()
     assert report == again
+
+
+def test_baselines_timed_under_another_precision_policy_are_refused_untouched(tmp_path: Path) -> None:
+    problems = select_problems(KERNELBENCH)
+    published = KERNELBENCH / "baseline_times" / "H100_Modal"
+    run_baselines(tmp_path / "baselines", problems[:2], [0], "strict", published, sys.stdout, services_factory())
+    before = hashlib.sha256((tmp_path / "baselines" / DATABASE_NAME).read_bytes()).hexdigest()
+
+    with pytest.raises(UserFacingError, match="timed under --precision strict; time pytorch-default into another"):
+        run_baselines(tmp_path / "baselines", problems, [0], "pytorch-default", published, sys.stdout,
+                      _refusing_services)
+
+    assert hashlib.sha256((tmp_path / "baselines" / DATABASE_NAME).read_bytes()).hexdigest() == before
+
+
+def test_bench_baseline_of_a_fully_timed_directory_writes_its_comparison_without_a_gpu(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "baselines"
+    run_baselines(out, select_problems(KERNELBENCH, levels=[1]), [0], "strict",
+                  KERNELBENCH / "baseline_times" / "H100_Modal", sys.stdout, services_factory())
+    (out / "baseline.md").unlink()
+
+    status = main(["bench", "baseline", str(KERNELBENCH), "--level", "1", "--out", str(out)])
+
+    assert status == 0, capsys.readouterr().err
+    assert "| level1/19_ReLU |" in (out / "baseline.md").read_text()
+
+
+def test_bench_baseline_with_problems_left_to_time_needs_a_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    _fails_in_one_line(["bench", "baseline", str(KERNELBENCH), "--out", str(tmp_path / "baselines")], capsys,
+                       "no CUDA GPU is visible")
