@@ -7,12 +7,13 @@ anything, so a rejected edit leaves the document as it was.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError, model_validator
 
 from kernelblaster.kb.codec import describe_validation_error
+from kernelblaster.kb.operations import OperationKind
 from kernelblaster.kb.schema import (
     MAX_LESSONS,
     MAX_SECONDARY,
@@ -80,6 +81,17 @@ class AddOptimization(KBModel):
                 applies_to=self.applies_to,
             )
         state.optimizations.append(Optimization(technique=self.technique, prior_speedup=self.prior_speedup))
+
+    def offered_for(self, operations: Collection[OperationKind] | None) -> AddOptimization:
+        """This edit, with `applies_to` widened so that the problem it was learned on (performing
+        `operations`) is still offered the technique: the evidence came from there. A problem of no named kind
+        (a lone elementwise map) matches no list, so then the limit is dropped."""
+        if self.applies_to is None or operations is None or set(self.applies_to) & set(operations):
+            return self
+        if not operations:
+            return self.model_copy(update={"applies_to": None})
+        missing = [kind for kind in operations if kind not in self.applies_to]
+        return self.model_copy(update={"applies_to": [*self.applies_to, *missing]})
 
 
 class SetPrior(KBModel):

@@ -28,6 +28,7 @@ from kernelblaster.kb.edits import (
     SetPrior,
 )
 from kernelblaster.kb.journal import ChangeId
+from kernelblaster.kb.operations import OperationKind
 from kernelblaster.kb.prompt_slice import describe_evidence
 from kernelblaster.kb.schema import KBDocument
 from kernelblaster.nodes.learning import iteration_steps, learning_note, skipped_note
@@ -79,11 +80,19 @@ def _update(state: OptimizationState, resources: RunResources,
         answer = resources.ask(_question(state, resources, analysis_path))
     except AgentFailed as failure:
         return skipped_note(state.iteration, NODE, str(failure)), [failure.usage]
+    update = _offered_for_this_problem(answer.value, state.facts.operations if state.facts is not None else None)
     results = resources.apply_edits(ChangeId(run_id=state.run_id, iteration=state.iteration, kind="learning"),
-                                    answer.value.edits)
-    applied = AppliedUpdate(update=answer.value, results=results)
+                                    update.edits)
+    applied = AppliedUpdate(update=update, results=results)
     files.save(path, applied)
     return _note(state.iteration, applied, path), [answer.usage]
+
+
+def _offered_for_this_problem(update: KBUpdate, operations: list[OperationKind] | None) -> KBUpdate:
+    """The update, with each new technique's operation kinds widened to include this problem's, where the
+    model named none of them: learned here, a technique must not become one this problem is never offered."""
+    edits = [edit.offered_for(operations) if isinstance(edit, AddOptimization) else edit for edit in update.edits]
+    return update.model_copy(update={"edits": edits})
 
 
 def _question(state: OptimizationState, resources: RunResources, analysis_path: str) -> Question[KBUpdate]:

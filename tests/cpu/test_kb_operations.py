@@ -67,10 +67,25 @@ def test_kb_show_says_which_operations_a_technique_is_for(seed: KBDocument) -> N
 
 def test_a_learned_technique_can_be_limited_to_the_operations_it_needs(seed: KBDocument) -> None:
     document = seed.model_copy(deep=True)
-    edit = AddOptimization(state_id=STREAMING_STATE, technique="segmented_scan_fusion", prior_speedup=1.4,
-                           category=Category.ALGORITHM, description="Fuse the scan with its producer.",
-                           applies_to=["scan"])
-    [result] = apply_edits(document, [edit])
+    [result] = apply_edits(document, [_learned_for(["scan"])])
     assert result.applied
     assert "segmented_scan_fusion" not in offered(document, document.states[STREAMING_STATE], ["reduction"])
     assert "segmented_scan_fusion" in offered(document, document.states[STREAMING_STATE], ["scan"])
+
+
+def _learned_for(applies_to: list[OperationKind]) -> AddOptimization:
+    return AddOptimization(state_id=STREAMING_STATE, technique="segmented_scan_fusion", prior_speedup=1.4,
+                           category=Category.ALGORITHM, description="Fuse the scan with its producer.",
+                           applies_to=applies_to)
+
+
+def test_a_learned_technique_naming_one_of_its_problems_kinds_keeps_the_kinds_it_was_given() -> None:
+    assert _learned_for(["scan"]).offered_for(["matmul", "scan"]).applies_to == ["scan"]
+
+
+def test_a_learned_technique_naming_none_of_its_problems_kinds_is_widened_to_them() -> None:
+    assert _learned_for(["scan"]).offered_for(["matmul", "softmax"]).applies_to == ["scan", "matmul", "softmax"]
+
+
+def test_a_learned_technique_limited_on_a_problem_of_no_named_kind_loses_its_limit() -> None:
+    assert _learned_for(["scan"]).offered_for([]).applies_to is None

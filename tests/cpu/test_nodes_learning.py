@@ -25,7 +25,8 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from kernelblaster.graph.context import Role
 from kernelblaster.graph.state import LearningNote, LearningStage
-from kernelblaster.kb.edits import AddLesson, SetPrior
+from kernelblaster.kb.edits import AddLesson, AddOptimization, SetPrior
+from kernelblaster.kb.schema import Category
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.nodes import step_evidence
 from kernelblaster.nodes.kernels import CudaAnswer
@@ -183,3 +184,16 @@ class _Unlimited(BaseModel):
 
 def test_a_schema_without_limits_has_no_limits_section() -> None:
     assert answer_limits(_Unlimited) == ""
+
+
+def test_a_technique_learned_with_kinds_its_problem_lacks_is_still_offered_for_that_problem(tmp_path: Path) -> None:
+    learned = AddOptimization(state_id="memory_bandwidth_bound", technique="segmented_scan_fusion",
+                              prior_speedup=1.4, category=Category.ALGORITHM,
+                              description="Fuse the scan with its producer.", applies_to=["scan"])
+    models = chat_models([initial_kernel(), applies_first_offered("ok 0.5")],
+                         parameter_update=KBUpdate(edits=[learned], rationale="evidence"))
+    finished = run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=1))
+    problem_kinds = finished.state["facts"].operations
+    technique = KnowledgeBase.load(tmp_path / "kb" / "kb.json").document.techniques["segmented_scan_fusion"]
+    assert problem_kinds and "scan" not in problem_kinds
+    assert technique.applies_to_problem(problem_kinds) and technique.applies_to_problem(["scan"])
