@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from kernelblaster.graph.run_cli import RunSettings, add_run_flags
+from kernelblaster.graph.run_cli import RunSettings, add_run_flags, note_outdated_catalogue
 from kernelblaster.harness.precision_policy import PRECISION_POLICIES, PrecisionPolicy
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import GpuIndices, Options, PathText, PositiveInt, Seconds, Subcommands, add_command
@@ -187,6 +187,8 @@ def _suite_config(options: BenchRunOptions) -> SuiteConfig:
                               "(optimize one problem with `kernelblaster optimize` for this)")
     context = options.context.model_copy(update={"memory": RUN_MEMORY[options.suite_memory]})
     Services().check(context)
+    if options.suite_memory != "fresh":
+        note_outdated_catalogue(context)
     if options.ray is None:
         _require_gpu()
     window = len(context.gpus) if options.ray is None else _ray_window(options)

@@ -161,7 +161,21 @@ def run_optimize(options: OptimizeOptions) -> int:
 
     run = api.Run.create(options.problem, options.context, init=options.init)
     print(f"run directory: {run.files.root}")
+    note_outdated_catalogue(options.context)
     return _advance(run, lambda display: run.advance(display.show))
+
+
+def note_outdated_catalogue(context: RunContext) -> None:
+    """Say on stderr, before a run reads it, that the KB predates the seed's technique catalogue."""
+    from kernelblaster.kb.paths import resolve_kb_path
+    from kernelblaster.kb.seed_catalogue import catalogue_gaps, describe_gaps
+    from kernelblaster.kb.store import KnowledgeBase
+
+    path = resolve_kb_path(context.kb_path)
+    if context.uses_kb and path.exists():
+        note = describe_gaps(catalogue_gaps(KnowledgeBase.load(path).document))
+        if note is not None:
+            print(f"kernelblaster: note: {note}", file=sys.stderr)
 
 
 def run_resume(options: ResumeOptions) -> int:

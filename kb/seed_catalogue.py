@@ -12,23 +12,45 @@ from pathlib import Path
 
 from kernelblaster.kb.codec import decode
 from kernelblaster.kb.paths import seed_kb_bytes
-from kernelblaster.kb.schema import KBDocument
+from kernelblaster.kb.schema import KBDocument, Technique
 
 CATALOGUE_FIELDS = ("precision_policies", "applies_to", "snippet")
 
 
+FIELD_NAMES = {"precision_policies": "precision policies", "applies_to": "operation kinds", "snippet": "snippets"}
+
+
+def catalogue_gaps(document: KBDocument) -> dict[str, list[str]]:
+    """For each technique `document` shares with the seed, the catalogue fields the seed declares and it lacks."""
+    seed = _seed_techniques()
+    gaps: dict[str, list[str]] = {}
+    for name, technique in document.techniques.items():
+        shipped = seed.get(name)
+        missing = [field for field in CATALOGUE_FIELDS if shipped is not None
+                   and getattr(technique, field) is None and getattr(shipped, field) is not None]
+        if missing:
+            gaps[name] = missing
+    return gaps
+
+
 def adopt_seed_catalogue(document: KBDocument) -> dict[str, list[str]]:
     """Fill `document`'s techniques in place from the seed's; for each technique changed, the fields filled."""
-    seed = decode(Path("seed_kb.json"), seed_kb_bytes()).document
-    filled: dict[str, list[str]] = {}
-    for name, technique in document.techniques.items():
-        shipped = seed.techniques.get(name)
-        if shipped is None:
-            continue
-        missing = [field for field in CATALOGUE_FIELDS
-                   if getattr(technique, field) is None and getattr(shipped, field) is not None]
-        if missing:
-            document.techniques[name] = technique.model_copy(
-                update={field: getattr(shipped, field) for field in missing})
-            filled[name] = missing
-    return filled
+    seed = _seed_techniques()
+    gaps = catalogue_gaps(document)
+    for name, missing in gaps.items():
+        document.techniques[name] = document.techniques[name].model_copy(
+            update={field: getattr(seed[name], field) for field in missing})
+    return gaps
+
+
+def describe_gaps(gaps: dict[str, list[str]]) -> str | None:
+    """One line telling a user that the KB predates the seed's catalogue, and the command that fills it in."""
+    if not gaps:
+        return None
+    fields = [FIELD_NAMES[field] for field in CATALOGUE_FIELDS if any(field in missing for missing in gaps.values())]
+    return (f"the KB lacks the {', '.join(fields)} that this version's seed declares for {len(gaps)} of its "
+            "techniques, so it offers them more widely; `kernelblaster kb update-catalogue` fills them in")
+
+
+def _seed_techniques() -> dict[str, Technique]:
+    return decode(Path("seed_kb.json"), seed_kb_bytes()).document.techniques

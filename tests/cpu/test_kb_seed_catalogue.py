@@ -1,6 +1,6 @@
 """`kernelblaster kb update-catalogue`: a KB made from an older seed gains the fields newer seeds declare for
 its techniques (precision policies, operation kinds, snippets), and keeps everything it learned or a person
-edited; the previous KB is kept."""
+edited; the previous KB is kept. A run on such a KB is told so."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from kernelblaster.graph.cli import main
+from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.run_cli import note_outdated_catalogue
 from kernelblaster.kb.paths import backup_path_for
 from kernelblaster.kb.store import KnowledgeBase
 
@@ -60,3 +62,22 @@ def test_a_kb_made_from_this_seed_has_nothing_to_update(tmp_path: Path, capsys: 
     before = path.read_bytes()
     assert _update(path, capsys)["updated"] == {}
     assert path.read_bytes() == before and not backup_path_for(path, "pre-catalogue").exists()
+
+
+def test_a_run_on_an_old_kb_is_told_to_update_its_catalogue(old_kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    note_outdated_catalogue(RunContext(kb_path=str(old_kb)))
+    note = capsys.readouterr().err
+    assert note.count("\n") == 1
+    assert "operation kinds" in note and "`kernelblaster kb update-catalogue`" in note
+
+
+def test_a_run_that_reads_no_kb_is_not_told_about_its_catalogue(old_kb: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    note_outdated_catalogue(RunContext(kb_path=str(old_kb), memory="none"))
+    assert capsys.readouterr().err == ""
+
+
+def test_a_run_on_a_kb_made_from_this_seed_is_told_nothing(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    note_outdated_catalogue(RunContext(kb_path=str(KnowledgeBase.create(tmp_path / "kb.json").path)))
+    assert capsys.readouterr().err == ""
