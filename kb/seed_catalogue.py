@@ -15,8 +15,6 @@ from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.kb.schema import KBDocument, Technique
 
 CATALOGUE_FIELDS = ("precision_policies", "applies_to", "snippet")
-
-
 FIELD_NAMES = {"precision_policies": "precision policies", "applies_to": "operation kinds", "snippet": "snippets"}
 
 
@@ -26,8 +24,10 @@ def catalogue_gaps(document: KBDocument) -> dict[str, list[str]]:
     gaps: dict[str, list[str]] = {}
     for name, technique in document.techniques.items():
         shipped = seed.get(name)
-        missing = [field for field in CATALOGUE_FIELDS if shipped is not None
-                   and getattr(technique, field) is None and getattr(shipped, field) is not None]
+        if shipped is None:
+            continue
+        missing = [field for field in CATALOGUE_FIELDS
+                   if getattr(technique, field) is None and getattr(shipped, field) is not None]
         if missing:
             gaps[name] = missing
     return gaps
