@@ -20,6 +20,7 @@ from kernelblaster.eval.metrics import geomean
 from kernelblaster.eval.problems import SuiteProblem
 from kernelblaster.eval.results import DATABASE_NAME, BaselineRow, ResultsDB
 from kernelblaster.eval.suite import runner_lock
+from kernelblaster.graph.run_files import write_text_atomically
 from kernelblaster.graph.services import Services
 from kernelblaster.harness.evaluate import EvalOptions
 from kernelblaster.harness.precision import PrecisionPolicy
@@ -58,8 +59,11 @@ def measure_baseline(job: BaselineJob, services: Services, emit: Callable[[BaseM
 
 def run_baselines(root: Path, problems: Sequence[SuiteProblem], gpus: Sequence[int], precision: PrecisionPolicy,
                   published_dir: Path, out: TextIO, services_factory: Callable[[], Services] = Services) -> Path:
-    """Time every problem not yet timed in `root`, then write the comparison; the report's path."""
+    """Time every problem not yet timed in `root`, rewriting the comparison as each one is timed (an interrupted
+    run leaves the table of what it timed); the report's path."""
     published = {kind: _published(published_dir / name) for kind, name in PUBLISHED_FILES.items()}
+    report = root / REPORT_NAME
+    selected = {problem.id for problem in problems}
     with runner_lock(root):
         db = ResultsDB.open(root / DATABASE_NAME, create=True)
         try:
@@ -67,13 +71,15 @@ def run_baselines(root: Path, problems: Sequence[SuiteProblem], gpus: Sequence[i
                                 published_eager_ms=_lookup(published["eager"], p),
                                 published_compile_ms=_lookup(published["compile"], p))
                     for p in _untimed(root, db.baselines(), problems, precision)]
-            _measure_all(db, todo, gpus, services_factory, out)
-            rows = db.baselines()
+            _write_comparison(db, selected, report)
+            _measure_all(db, todo, gpus, services_factory, out, lambda: _write_comparison(db, selected, report))
         finally:
             db.close()
-    report = root / REPORT_NAME
-    report.write_text(render_comparison([row for row in rows if row.problem_id in {p.id for p in problems}]))
     return report
+
+
+def _write_comparison(db: ResultsDB, selected: set[str], report: Path) -> None:
+    write_text_atomically(report, render_comparison([row for row in db.baselines() if row.problem_id in selected]))
 
 
 def untimed_problems(root: Path, problems: Sequence[SuiteProblem], precision: PrecisionPolicy) -> list[SuiteProblem]:
@@ -101,7 +107,7 @@ def _untimed(root: Path, rows: Sequence[BaselineRow], problems: Sequence[SuitePr
 
 
 def _measure_all(db: ResultsDB, todo: list[BaselineJob], gpus: Sequence[int],
-                 services_factory: Callable[[], Services], out: TextIO) -> None:
+                 services_factory: Callable[[], Services], out: TextIO, recorded: Callable[[], None]) -> None:
     launcher = LocalLauncher(gpus, services_factory)
     waiting = list(enumerate(todo))
     started: dict[int, BaselineJob] = {}
@@ -118,6 +124,7 @@ def _measure_all(db: ResultsDB, todo: list[BaselineJob], gpus: Sequence[int],
                         problem_id=job.problem.id, level=job.problem.level, path=job.problem.path,
                         error=f"the worker died: {message.why}")
                     db.record_baseline(row)
+                    recorded()
                     print(_line(row), file=out, flush=True)
     finally:
         launcher.close()

@@ -4,6 +4,7 @@ nothing is written; the command group itself loads nothing heavy. Also `bench ba
 from __future__ import annotations
 
 import hashlib
+import io
 import sqlite3
 import subprocess
 import sys
@@ -135,3 +136,20 @@ def test_bench_baseline_with_problems_left_to_time_needs_a_gpu(tmp_path: Path, c
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     _fails_in_one_line(["bench", "baseline", str(KERNELBENCH), "--out", str(tmp_path / "baselines")], capsys,
                        "no CUDA GPU is visible")
+
+
+class _InterruptedAfterFirstLine(io.StringIO):
+    """Standard output of a run that is stopped (Ctrl-C) once the first problem's line is printed."""
+
+    def write(self, text: str) -> int:
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_bench_baseline_leaves_the_comparison_of_what_it_timed(tmp_path: Path) -> None:
+    problems = select_problems(KERNELBENCH)
+    with pytest.raises(KeyboardInterrupt):
+        run_baselines(tmp_path / "baselines", problems, [0], "strict", KERNELBENCH / "baseline_times" / "H100_Modal",
+                      _InterruptedAfterFirstLine(), services_factory())
+
+    table = (tmp_path / "baselines" / "baseline.md").read_text()
+    assert f"| {problems[0].id} |" in table and f"| {problems[1].id} |" not in table
