@@ -159,7 +159,7 @@ def run_report(options: ReportOptions) -> int:
 
 
 def run_baseline(options: BaselineOptions) -> int:
-    from kernelblaster.eval.baseline import run_baselines, untimed_problems
+    from kernelblaster.eval.baseline import PUBLISHED_FILES, run_baselines, untimed_problems
 
     problems = _selected_problems(options)
     suite = Path(options.suite)
@@ -167,6 +167,9 @@ def run_baseline(options: BaselineOptions) -> int:
     root = Path(options.out) if options.out else SUITES_DIRECTORY / f"baseline-{suite.stem}-{stamp}"
     published = Path(options.published) if options.published else \
         (suite if suite.is_dir() else suite.parent) / "baseline_times" / "H100_Modal"
+    if options.published and not any((published / name).is_file() for name in PUBLISHED_FILES.values()):
+        raise UserFacingError(f"--published {published}: holds no KernelBench baseline times "
+                              f"({' or '.join(PUBLISHED_FILES.values())})")
     if untimed_problems(root, problems, options.precision):
         _require_gpu()
     report = run_baselines(root, problems, options.gpus, options.precision, published, out=sys.stdout)

@@ -153,3 +153,10 @@ def test_an_interrupted_bench_baseline_leaves_the_comparison_of_what_it_timed(tm
 
     table = (tmp_path / "baselines" / "baseline.md").read_text()
     assert f"| {problems[0].id} |" in table and f"| {problems[1].id} |" not in table
+
+
+def test_bench_baseline_against_a_directory_without_published_times_is_a_one_line_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _fails_in_one_line(["bench", "baseline", str(KERNELBENCH), "--out", str(tmp_path / "baselines"),
+                        "--published", str(tmp_path / "no_such_dir")], capsys, "holds no KernelBench baseline times")
+    assert not (tmp_path / "baselines").exists()
