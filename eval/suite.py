@@ -38,6 +38,7 @@ RUN_MEMORY: dict[str, Memory] = {"continual": "learn", "fresh": "learn", "frozen
 CONFIG_KEY = "config"
 ENDING_KEY = "ending"
 LOCK_NAME = ".runner.lock"
+BASELINES_ONLY = "the PyTorch baselines of `kernelblaster bench baseline`"
 
 
 class SuiteConfig(BaseModel):
@@ -135,6 +136,8 @@ class Suite:
 def create_suite(root: Path, config: SuiteConfig) -> Suite:
     """Make the suite directory: database, problem rows, KB version 0. Refused if it already holds a suite."""
     if (root / DATABASE_NAME).exists():
+        if _holds_baselines_only(root):
+            raise UserFacingError(f"{root} holds {BASELINES_ONLY}; give the suite another --out directory")
         raise UserFacingError(f"{root} already holds a suite: continue it with `kernelblaster bench resume {root}`")
     root.mkdir(parents=True, exist_ok=True)
     db = ResultsDB.open(root / DATABASE_NAME, create=True)
@@ -151,10 +154,21 @@ def open_suite(root: Path) -> Suite:
     db = ResultsDB.open(root / DATABASE_NAME)
     config = db.get_meta(CONFIG_KEY, SuiteConfig)
     if config is None:
+        baselines_only = bool(db.baselines())
         db.close()
+        if baselines_only:
+            raise UserFacingError(f"{root} holds {BASELINES_ONLY}, not a suite (their comparison: baseline.md there)")
         raise UserFacingError(f"{root}: the suite was interrupted while it was being created; "
                               "remove it and start again")
     return Suite(root, db, config)
+
+
+def _holds_baselines_only(root: Path) -> bool:
+    db = ResultsDB.open(root / DATABASE_NAME)
+    try:
+        return db.get_meta(CONFIG_KEY, SuiteConfig) is None and bool(db.baselines())
+    finally:
+        db.close()
 
 
 @contextmanager

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from fixtures.suite.scripted_suite import KERNELBENCH, services_factory
+from fixtures.suite.scripted_suite import KERNELBENCH, services_factory, suite_config
 
 from kernelblaster.eval.baseline import run_baselines
 from kernelblaster.eval.problems import select_problems
 from kernelblaster.eval.results import DATABASE_NAME, SCHEMA_VERSION, ResultsDB
+from kernelblaster.eval.suite import create_suite
 from kernelblaster.graph.cli import main
 from kernelblaster.graph.services import Services
 from kernelblaster.tools.errors import UserFacingError
@@ -160,3 +161,23 @@ def test_bench_baseline_against_a_directory_without_published_times_is_a_one_lin
     _fails_in_one_line(["bench", "baseline", str(KERNELBENCH), "--out", str(tmp_path / "baselines"),
                         "--published", str(tmp_path / "no_such_dir")], capsys, "holds no KernelBench baseline times")
     assert not (tmp_path / "baselines").exists()
+
+
+def _timed_baselines(root: Path) -> Path:
+    run_baselines(root, select_problems(KERNELBENCH)[:1], [0], "strict", KERNELBENCH / "baseline_times" / "H100_Modal",
+                  io.StringIO(), services_factory())
+    return root
+
+
+@pytest.mark.parametrize("command", ["resume", "report"])
+def test_resuming_or_reporting_a_baselines_directory_says_it_holds_baselines_not_a_suite(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    root = _timed_baselines(tmp_path / "baselines")
+    _fails_in_one_line(["bench", command, str(root)], capsys, "holds the PyTorch baselines of `kernelblaster bench "
+                                                              "baseline`, not a suite")
+
+
+def test_a_suite_is_not_created_in_a_baselines_directory(tmp_path: Path) -> None:
+    root = _timed_baselines(tmp_path / "baselines")
+    with pytest.raises(UserFacingError, match=r"holds the PyTorch baselines .*; give the suite another --out"):
+        create_suite(root, suite_config())
