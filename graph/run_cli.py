@@ -169,11 +169,12 @@ def note_outdated_catalogue(context: RunContext) -> None:
     """Say on stderr, before a run reads it, that the KB predates the seed's technique catalogue."""
     from kernelblaster.kb.paths import resolve_kb_path
     from kernelblaster.kb.seed_catalogue import catalogue_gaps, describe_gaps
-    from kernelblaster.kb.store import KnowledgeBase
+    from kernelblaster.kb.store import read_document
 
     path = resolve_kb_path(context.kb_path)
     if context.uses_kb and path.exists():
-        note = describe_gaps(catalogue_gaps(KnowledgeBase.load(path).document))
+        # Read only: loading would migrate an older KB on disk, which a note has no business doing.
+        note = describe_gaps(catalogue_gaps(read_document(path)))
         if note is not None:
             print(f"kernelblaster: note: {note}", file=sys.stderr)
 

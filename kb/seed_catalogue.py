@@ -20,7 +20,33 @@ FIELD_NAMES = {"precision_policies": "precision policies", "applies_to": "operat
 
 def catalogue_gaps(document: KBDocument) -> dict[str, list[str]]:
     """For each technique `document` shares with the seed, the catalogue fields the seed declares and it lacks."""
+    return _gaps(document, _seed_techniques())
+
+
+def adopt_seed_catalogue(document: KBDocument) -> dict[str, list[str]]:
+    """Fill `document`'s techniques in place from the seed's; for each technique changed, the fields filled."""
     seed = _seed_techniques()
+    gaps = _gaps(document, seed)
+    for name, missing in gaps.items():
+        document.techniques[name] = document.techniques[name].model_copy(
+            update={field: getattr(seed[name], field) for field in missing})
+    return gaps
+
+
+def describe_gaps(gaps: dict[str, list[str]]) -> str | None:
+    """One line telling a user that the KB predates the seed's catalogue, and the command that fills it in."""
+    missing = {field for fields in gaps.values() for field in fields}
+    if not missing:
+        return None
+    names = [FIELD_NAMES[field] for field in CATALOGUE_FIELDS if field in missing]
+    listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
+    # Missing policies or kinds widen what is offered; a missing snippet only leaves an example out.
+    widens = " (so it offers them more widely)" if missing & {"precision_policies", "applies_to"} else ""
+    return (f"the KB lacks the {listed} that this version's seed declares for {len(gaps)} of its techniques"
+            f"{widens}; `kernelblaster kb update-catalogue` fills them in")
+
+
+def _gaps(document: KBDocument, seed: dict[str, Technique]) -> dict[str, list[str]]:
     gaps: dict[str, list[str]] = {}
     for name, technique in document.techniques.items():
         shipped = seed.get(name)
@@ -31,25 +57,6 @@ def catalogue_gaps(document: KBDocument) -> dict[str, list[str]]:
         if missing:
             gaps[name] = missing
     return gaps
-
-
-def adopt_seed_catalogue(document: KBDocument) -> dict[str, list[str]]:
-    """Fill `document`'s techniques in place from the seed's; for each technique changed, the fields filled."""
-    seed = _seed_techniques()
-    gaps = catalogue_gaps(document)
-    for name, missing in gaps.items():
-        document.techniques[name] = document.techniques[name].model_copy(
-            update={field: getattr(seed[name], field) for field in missing})
-    return gaps
-
-
-def describe_gaps(gaps: dict[str, list[str]]) -> str | None:
-    """One line telling a user that the KB predates the seed's catalogue, and the command that fills it in."""
-    if not gaps:
-        return None
-    fields = [FIELD_NAMES[field] for field in CATALOGUE_FIELDS if any(field in missing for missing in gaps.values())]
-    return (f"the KB lacks the {', '.join(fields)} that this version's seed declares for {len(gaps)} of its "
-            "techniques, so it offers them more widely; `kernelblaster kb update-catalogue` fills them in")
 
 
 def _seed_techniques() -> dict[str, Technique]:

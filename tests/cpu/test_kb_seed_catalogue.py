@@ -5,6 +5,7 @@ edited; the previous KB is kept. A run on such a KB is told so."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from kernelblaster.graph.cli import main
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.run_cli import note_outdated_catalogue
 from kernelblaster.kb.paths import backup_path_for
+from kernelblaster.kb.seed_catalogue import describe_gaps
 from kernelblaster.kb.store import KnowledgeBase
 
 
@@ -81,3 +83,16 @@ def test_a_run_on_a_kb_made_from_this_seed_is_told_nothing(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     note_outdated_catalogue(RunContext(kb_path=str(KnowledgeBase.create(tmp_path / "kb.json").path)))
     assert capsys.readouterr().err == ""
+
+
+def test_looking_for_the_note_leaves_an_older_schema_kb_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "kb.json"
+    shutil.copy(Path(__file__).parents[1] / "fixtures" / "kb" / "kb_v1.json", path)
+    before = path.read_bytes()
+    note_outdated_catalogue(RunContext(kb_path=str(path)))
+    assert path.read_bytes() == before and [entry.name for entry in tmp_path.iterdir()] == ["kb.json"]
+
+
+def test_a_kb_lacking_only_snippets_is_not_said_to_offer_more_widely() -> None:
+    note = describe_gaps({"welford_norm": ["snippet"]})
+    assert note is not None and "snippets" in note and "widely" not in note
