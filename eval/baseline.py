@@ -18,8 +18,8 @@ from pydantic import BaseModel
 from kernelblaster.eval.local_launcher import Finished, LocalLauncher
 from kernelblaster.eval.metrics import geomean
 from kernelblaster.eval.problems import SuiteProblem
-from kernelblaster.eval.results import DATABASE_NAME, BaselineRow, ResultsDB
-from kernelblaster.eval.suite import runner_lock
+from kernelblaster.eval.results import BASELINES_KEY, DATABASE_NAME, BaselineDirectory, BaselineRow, ResultsDB
+from kernelblaster.eval.suite import CONFIG_KEY, SuiteConfig, runner_lock
 from kernelblaster.graph.run_files import write_text_atomically
 from kernelblaster.graph.services import Services
 from kernelblaster.harness.evaluate import EvalOptions
@@ -67,10 +67,12 @@ def run_baselines(root: Path, problems: Sequence[SuiteProblem], gpus: Sequence[i
     with runner_lock(root):
         db = ResultsDB.open(root / DATABASE_NAME, create=True)
         try:
+            _check_directory(root, db, precision)
+            db.set_meta(BASELINES_KEY, BaselineDirectory(precision=precision))
             todo = [BaselineJob(problem=p, precision=precision,
                                 published_eager_ms=_lookup(published["eager"], p),
                                 published_compile_ms=_lookup(published["compile"], p))
-                    for p in _untimed(root, db.baselines(), problems, precision)]
+                    for p in _untimed(db, problems)]
             _write_comparison(db, selected, report)
             _measure_all(db, todo, gpus, services_factory, out, lambda: _write_comparison(db, selected, report))
         finally:
@@ -88,21 +90,28 @@ def untimed_problems(root: Path, problems: Sequence[SuiteProblem], precision: Pr
         return list(problems)
     db = ResultsDB.open(root / DATABASE_NAME)
     try:
-        return _untimed(root, db.baselines(), problems, precision)
+        _check_directory(root, db, precision)
+        return _untimed(db, problems)
     finally:
         db.close()
 
 
-def _untimed(root: Path, rows: Sequence[BaselineRow], problems: Sequence[SuiteProblem],
-             precision: PrecisionPolicy) -> list[SuiteProblem]:
-    """The problems without a baseline among `rows`; a directory timed under another policy is refused, as one
-    comparison table of two policies would compare nothing."""
-    timed = [row for row in rows if row.error is None]
-    others = sorted({row.precision for row in timed if row.precision is not None and row.precision != precision})
+def _check_directory(root: Path, db: ResultsDB, precision: PrecisionPolicy) -> None:
+    """Refuse a suite's directory, and one timed under another policy: one table of two policies compares
+    nothing."""
+    if db.get_meta(CONFIG_KEY, SuiteConfig) is not None:
+        raise UserFacingError(f"{root} holds a suite of `kernelblaster bench run`; time baselines into another "
+                              "--out directory")
+    recorded = db.get_meta(BASELINES_KEY, BaselineDirectory)
+    policies = {row.precision for row in db.baselines() if row.error is None and row.precision is not None}
+    others = sorted(policies.union([recorded.precision] if recorded else []) - {precision})
     if others:
         raise UserFacingError(f"{root} holds baselines timed under --precision {', '.join(others)}; time "
                               f"{precision} into another --out directory")
-    done = {row.problem_id for row in timed}
+
+
+def _untimed(db: ResultsDB, problems: Sequence[SuiteProblem]) -> list[SuiteProblem]:
+    done = {row.problem_id for row in db.baselines() if row.error is None}
     return [problem for problem in problems if problem.id not in done]
 
 

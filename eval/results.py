@@ -20,6 +20,7 @@ from kernelblaster.tools.errors import UserFacingError
 
 SCHEMA_VERSION = 1
 DATABASE_NAME = "results.sqlite"
+BASELINES_KEY = "baselines"
 
 ProblemStatus = Literal["pending", "running", "done", "failed"]
 # ok: a correct kernel was found; no_valid_kernel: none was; load_error: the problem file did not load;
@@ -124,6 +125,12 @@ class KBVersionRow(BaseModel):
     measured: int
     applied: int
     rejected: int
+
+
+class BaselineDirectory(BaseModel):
+    """What `bench baseline` records in a database it makes: the one precision policy of all its times."""
+
+    precision: str
 
 
 class BaselineRow(BaseModel):
@@ -247,6 +254,10 @@ class ResultsDB:
         columns = list(BaselineRow.model_fields)
         cursor = self._connection.execute(f"SELECT {', '.join(columns)} FROM baselines ORDER BY rowid")
         return [BaselineRow(**dict(zip(columns, row, strict=True))) for row in cursor]
+
+    def holds_baselines(self) -> bool:
+        """Whether `bench baseline` made the database (one older than its meta record is known by its rows)."""
+        return self.get_meta(BASELINES_KEY, BaselineDirectory) is not None or bool(self.baselines())
 
 
 def _problem_row(row: tuple[Any, ...], tokens: list[RoleTokens]) -> ProblemRow:

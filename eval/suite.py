@@ -154,7 +154,7 @@ def open_suite(root: Path) -> Suite:
     db = ResultsDB.open(root / DATABASE_NAME)
     config = db.get_meta(CONFIG_KEY, SuiteConfig)
     if config is None:
-        baselines_only = bool(db.baselines())
+        baselines_only = db.holds_baselines()
         db.close()
         if baselines_only:
             raise UserFacingError(f"{root} holds {BASELINES_ONLY}, not a suite (their comparison: baseline.md there)")
@@ -166,7 +166,7 @@ def open_suite(root: Path) -> Suite:
 def _holds_baselines_only(root: Path) -> bool:
     db = ResultsDB.open(root / DATABASE_NAME)
     try:
-        return db.get_meta(CONFIG_KEY, SuiteConfig) is None and bool(db.baselines())
+        return db.get_meta(CONFIG_KEY, SuiteConfig) is None and db.holds_baselines()
     finally:
         db.close()
 

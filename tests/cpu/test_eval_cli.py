@@ -8,6 +8,7 @@ import io
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from kernelblaster.eval.results import DATABASE_NAME, SCHEMA_VERSION, ResultsDB
 from kernelblaster.eval.suite import create_suite
 from kernelblaster.graph.cli import main
 from kernelblaster.graph.services import Services
+from kernelblaster.harness.precision_policy import PrecisionPolicy
 from kernelblaster.tools.errors import UserFacingError
 
 
@@ -120,7 +122,8 @@ def test_baselines_timed_under_another_precision_policy_are_refused_untouched(tm
 
 
 def test_bench_baseline_of_a_fully_timed_directory_writes_its_comparison_without_a_gpu(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     out = tmp_path / "baselines"
     run_baselines(out, select_problems(KERNELBENCH, levels=[1]), [0], "strict",
                   KERNELBENCH / "baseline_times" / "H100_Modal", sys.stdout, services_factory())
@@ -163,16 +166,18 @@ def test_bench_baseline_against_a_directory_without_published_times_is_a_one_lin
     assert not (tmp_path / "baselines").exists()
 
 
-def _timed_baselines(root: Path) -> Path:
-    run_baselines(root, select_problems(KERNELBENCH)[:1], [0], "strict", KERNELBENCH / "baseline_times" / "H100_Modal",
-                  io.StringIO(), services_factory())
+def _timed_baselines(root: Path, count: int = 1, precision: PrecisionPolicy = "strict",
+                     services: Callable[[], Services] | None = None) -> Path:
+    run_baselines(root, select_problems(KERNELBENCH)[:count], [0], precision,
+                  KERNELBENCH / "baseline_times" / "H100_Modal", io.StringIO(), services or services_factory())
     return root
 
 
 @pytest.mark.parametrize("command", ["resume", "report"])
+@pytest.mark.parametrize("count", [1, 0])
 def test_resuming_or_reporting_a_baselines_directory_says_it_holds_baselines_not_a_suite(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
-    root = _timed_baselines(tmp_path / "baselines")
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, count: int) -> None:
+    root = _timed_baselines(tmp_path / "baselines", count)
     _fails_in_one_line(["bench", command, str(root)], capsys, "holds the PyTorch baselines of `kernelblaster bench "
                                                               "baseline`, not a suite")
 
@@ -181,3 +186,15 @@ def test_a_suite_is_not_created_in_a_baselines_directory(tmp_path: Path) -> None
     root = _timed_baselines(tmp_path / "baselines")
     with pytest.raises(UserFacingError, match=r"holds the PyTorch baselines .*; give the suite another --out"):
         create_suite(root, suite_config())
+
+
+def test_a_baselines_directory_keeps_its_policy_before_anything_is_timed(tmp_path: Path) -> None:
+    root = _timed_baselines(tmp_path / "baselines", count=0)
+    with pytest.raises(UserFacingError, match="timed under --precision strict"):
+        _timed_baselines(root, precision="pytorch-default", services=_refusing_services)
+
+
+def test_baselines_are_not_timed_into_a_suites_directory(tmp_path: Path) -> None:
+    create_suite(tmp_path / "suite", suite_config()).db.close()
+    with pytest.raises(UserFacingError, match="holds a suite of `kernelblaster bench run`"):
+        _timed_baselines(tmp_path / "suite", services=_refusing_services)
