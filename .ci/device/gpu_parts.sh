@@ -3,7 +3,8 @@
 # of `pytest -m gpu` fits in calls of at most 10 minutes:
 #   .ci/device/gpu_parts.sh harness                                  (one call)
 #   .ci/device/gpu_parts.sh hostile bench lifetime                   (another)
-#   .ci/device/gpu_parts.sh prompt_facts human_cli_snippets          (a third)
+#   .ci/device/gpu_parts.sh prompt_facts                             (a third)
+#   .ci/device/gpu_parts.sh human_cli_snippets                       (a fourth)
 # Wall time of each part on an NVIDIA H100 80GB HBM3 at 1417f58: harness 440 s, hostile 71 s, bench 223 s,
 # lifetime 123 s, prompt_facts and human_cli_snippets about 300 s each (KernelBench's 6 GiB ReLU dominates
 # the first). Logs and JUnit XML go to $OUT as gpu_tests.sh writes them.
