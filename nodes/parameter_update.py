@@ -53,6 +53,8 @@ class KBUpdate(BaseModel):
 class AppliedUpdate(BaseModel):
     update: KBUpdate
     results: list[EditResult]
+    proposed: KBUpdate | None = Field(default=None, description="The model's answer, where it differs from the "
+                                                                "update applied (`_offered_for_this_problem`)")
 
 
 def parameter_update(state: OptimizationState, runtime: Runtime[RunContext], *,
@@ -83,7 +85,7 @@ def _update(state: OptimizationState, resources: RunResources,
     update = _offered_for_this_problem(answer.value, state.facts.operations if state.facts is not None else None)
     results = resources.apply_edits(ChangeId(run_id=state.run_id, iteration=state.iteration, kind="learning"),
                                     update.edits)
-    applied = AppliedUpdate(update=update, results=results)
+    applied = AppliedUpdate(update=update, results=results, proposed=answer.value if update != answer.value else None)
     files.save(path, applied)
     return _note(state.iteration, applied, path), [answer.usage]
 

@@ -35,6 +35,10 @@ from kernelblaster.nodes.prompting import answer_limits
 
 LESSON = AddLesson(state_id="memory_bandwidth_bound", technique="vectorized_access",
                    lesson="float4 loads need a scalar tail when the size is not a multiple of four")
+# A new technique the model limits to scans, learned on a problem that performs none.
+SCAN_ONLY = AddOptimization(state_id="memory_bandwidth_bound", technique="segmented_scan_fusion", prior_speedup=1.4,
+                            category=Category.ALGORITHM, description="Fuse the scan with its producer.",
+                            applies_to=["scan"])
 
 
 def _learn(tmp_path: Path,
@@ -187,13 +191,19 @@ def test_a_schema_without_limits_has_no_limits_section() -> None:
 
 
 def test_a_technique_learned_with_kinds_its_problem_lacks_is_still_offered_for_that_problem(tmp_path: Path) -> None:
-    learned = AddOptimization(state_id="memory_bandwidth_bound", technique="segmented_scan_fusion",
-                              prior_speedup=1.4, category=Category.ALGORITHM,
-                              description="Fuse the scan with its producer.", applies_to=["scan"])
     models = chat_models([initial_kernel(), applies_first_offered("ok 0.5")],
-                         parameter_update=KBUpdate(edits=[learned], rationale="evidence"))
+                         parameter_update=KBUpdate(edits=[SCAN_ONLY], rationale="evidence"))
     finished = run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=1))
     problem_kinds = finished.state["facts"].operations
     technique = KnowledgeBase.load(tmp_path / "kb" / "kb.json").document.techniques["segmented_scan_fusion"]
     assert problem_kinds and "scan" not in problem_kinds
     assert technique.applies_to_problem(problem_kinds) and technique.applies_to_problem(["scan"])
+
+
+def test_the_models_own_operation_kinds_are_kept_beside_the_widened_ones(tmp_path: Path) -> None:
+    notes, _ = _learn(tmp_path, parameter_update=KBUpdate(edits=[SCAN_ONLY], rationale="evidence"))
+    saved_path = notes["parameter_update"].path
+    assert saved_path is not None
+    saved = json.loads((tmp_path / "run" / saved_path).read_text())
+    assert saved["proposed"]["edits"][0]["applies_to"] == ["scan"]
+    assert saved["update"]["edits"][0]["applies_to"] != ["scan"]
