@@ -9,6 +9,7 @@ each baseline too.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 from kernelblaster.eval.local_launcher import Finished, LocalLauncher
 from kernelblaster.eval.metrics import geomean
 from kernelblaster.eval.problems import SuiteProblem
+from kernelblaster.eval.progress import duration_text
 from kernelblaster.eval.results import BASELINES_KEY, DATABASE_NAME, BaselineDirectory, BaselineRow, ResultsDB
 from kernelblaster.eval.suite import CONFIG_KEY, SuiteConfig, runner_lock
 from kernelblaster.graph.run_files import write_text_atomically
@@ -120,6 +122,7 @@ def _measure_all(db: ResultsDB, todo: list[BaselineJob], gpus: Sequence[int],
     launcher = LocalLauncher(gpus, services_factory)
     waiting = list(enumerate(todo))
     started: dict[int, BaselineJob] = {}
+    began, timed = time.monotonic(), 0
     try:
         while waiting or started:
             while waiting and launcher.free_slots:
@@ -134,7 +137,8 @@ def _measure_all(db: ResultsDB, todo: list[BaselineJob], gpus: Sequence[int],
                         error=f"the worker died: {message.why}")
                     db.record_baseline(row)
                     recorded()
-                    print(_line(row), file=out, flush=True)
+                    timed += 1
+                    print(f"[{_progress(timed, len(todo), began)}] {_line(row)}", file=out, flush=True)
     finally:
         launcher.close()
 
@@ -176,6 +180,14 @@ def _device_name(slot: str) -> str:
     import torch
 
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else slot
+
+
+def _progress(timed: int, total: int, began: float) -> str:
+    """`3/72, ~4m left`: the problems this run has timed, and the time left at its pace so far."""
+    if timed == total:
+        return f"{timed}/{total}"
+    left = (time.monotonic() - began) / timed * (total - timed)
+    return f"{timed}/{total}, ~{duration_text(left)} left"
 
 
 def _line(row: BaselineRow) -> str:

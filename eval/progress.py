@@ -64,7 +64,7 @@ class SuiteBoard:
     def headline(self) -> str:
         geo = f"{self.geomean_so_far:.2f}x" if self.geomean_so_far else "-"
         left = self.seconds_left()
-        eta = f"~{_duration(left)} left" if left is not None else "time left unknown"
+        eta = f"~{duration_text(left)} left" if left is not None else "time left unknown"
         return (f"{self.done + self.failed}/{len(self._ids)} finished ({self.failed} failed), "
                 f"{len(self._running)} running | geomean {geo} | {self.tokens / 1000:.1f}k tokens | {eta}")
 
@@ -100,7 +100,8 @@ class SuiteDisplay:
         print(f"[{board.headline()}]" + "".join(f"\n  {line}" for line in running), file=self.out, flush=True)
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """A time left as people read it: `45s`, `12m`, `2.5h`."""
     if seconds < 120:
         return f"{seconds:.0f}s"
     if seconds < 7200:

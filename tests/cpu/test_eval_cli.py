@@ -198,3 +198,12 @@ def test_baselines_are_not_timed_into_a_suites_directory(tmp_path: Path) -> None
     create_suite(tmp_path / "suite", suite_config()).db.close()
     with pytest.raises(UserFacingError, match="holds a suite of `kernelblaster bench run`"):
         _timed_baselines(tmp_path / "suite", services=_refusing_services)
+
+
+def test_each_timed_baseline_says_how_many_are_done_and_the_time_left(tmp_path: Path) -> None:
+    out = io.StringIO()
+    run_baselines(tmp_path / "baselines", select_problems(KERNELBENCH)[:2], [0], "strict",
+                  KERNELBENCH / "baseline_times" / "H100_Modal", out, services_factory())
+    first, second = out.getvalue().splitlines()
+    assert first.startswith("[1/2, ~") and " left] level" in first
+    assert second.startswith("[2/2] level")
