@@ -173,7 +173,8 @@ def run_baseline(options: BaselineOptions) -> int:
     if untimed_problems(root, problems, options.precision):
         _require_gpu()
     report = run_baselines(root, problems, options.gpus, options.precision, published, out=sys.stdout)
-    print(f"baselines: {root / 'results.sqlite'}\nreport: {report}")
+    summary = report.read_text().splitlines()[-1]  # the comparison ends with its geometric means
+    print(f"{summary}\nbaselines: {root / 'results.sqlite'}\nreport: {report}")
     return 0
 
 

@@ -135,6 +135,16 @@ def test_bench_baseline_of_a_fully_timed_directory_writes_its_comparison_without
     assert "| level1/19_ReLU |" in (out / "baseline.md").read_text()
 
 
+def test_bench_baseline_ends_with_the_geometric_means_against_the_published_times(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = _timed_baselines(tmp_path / "baselines", count=3)
+    capsys.readouterr()
+
+    assert main(["bench", "baseline", str(KERNELBENCH), "--level", "1", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("Geometric mean of here / published: eager ")
+
+
 def test_bench_baseline_with_problems_left_to_time_needs_a_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
