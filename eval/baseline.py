@@ -106,7 +106,9 @@ def _check_directory(root: Path, db: ResultsDB, precision: PrecisionPolicy) -> N
                               "--out directory")
     recorded = db.get_meta(BASELINES_KEY, BaselineDirectory)
     policies = {row.precision for row in db.baselines() if row.error is None and row.precision is not None}
-    others = sorted(policies.union([recorded.precision] if recorded else []) - {precision})
+    if recorded is not None:
+        policies.add(recorded.precision)
+    others = sorted(policies - {precision})
     if others:
         raise UserFacingError(f"{root} holds baselines timed under --precision {', '.join(others)}; time "
                               f"{precision} into another --out directory")
