@@ -38,6 +38,13 @@ def test_a_lone_elementwise_problem_is_not_offered_fusion_norms_softmax_or_conv_
     assert {"vectorized_access", "coalesced_access", "streaming_stores"} <= offers
 
 
+def test_a_lone_elementwise_problem_is_not_offered_staging_through_shared_memory(seed: KBDocument) -> None:
+    # An elementwise pass reads each value once: a TMA tile or a cluster's shared memory has nothing to reuse.
+    for state in seed.states.values():
+        assert not offered(seed, state, []) & {"tma_bulk_copy", "thread_block_clusters", "double_buffering",
+                                               "async_copy"}, state.id
+
+
 def test_a_technique_is_offered_when_the_problem_performs_one_of_its_kinds(seed: KBDocument) -> None:
     assert "welford_norm" in offered(seed, seed.states[STREAMING_STATE], ["normalization"])
     assert "online_softmax_single_pass" in offered(seed, seed.states[STREAMING_STATE], ["attention"])
