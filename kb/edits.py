@@ -69,11 +69,14 @@ class AddOptimization(KBModel):
         default=None, description="Only for a new technique: the kinds of operation a problem must perform (any "
                                   "one) for it to apply; leave it out unless the technique only makes sense for them")
 
-    def apply_to(self, document: KBDocument) -> None:
+    def apply_to(self, document: KBDocument) -> str | None:
+        """Add the optimization; for a technique already in the catalogue, name the catalogue fields given
+        here that differ from its own and were therefore left as they are."""
         state = _state(document, self.state_id)
         if state.optimization(self.technique) is not None:
             raise EditRejected(f"state {state.id} already has technique {self.technique}")
-        if self.technique not in document.techniques:
+        existing = document.techniques.get(self.technique)
+        if existing is None:
             if self.category is None or self.description is None:
                 raise EditRejected(f"technique {self.technique} is new: give its category and description")
             document.techniques[self.technique] = Technique(
@@ -81,6 +84,16 @@ class AddOptimization(KBModel):
                 applies_to=self.applies_to,
             )
         state.optimizations.append(Optimization(technique=self.technique, prior_speedup=self.prior_speedup))
+        return None if existing is None else self._catalogue_fields_kept(existing)
+
+    def _catalogue_fields_kept(self, existing: Technique) -> str | None:
+        # The catalogue entry is shared by every state: one state's edit must not redefine it for the others.
+        differing = [name for name in ("category", "description", "precision_policies", "applies_to")
+                     if getattr(self, name) is not None and getattr(self, name) != getattr(existing, name)]
+        if not differing:
+            return None
+        return (f"technique {self.technique} is already in the catalogue and its entry stays as it is: the "
+                f"{', '.join(differing)} given here went unused (set_description rewrites a description)")
 
     def offered_for(self, operations: Collection[OperationKind] | None) -> AddOptimization:
         """This edit, with `applies_to` widened so that the problem it was learned on (performing
@@ -198,7 +211,7 @@ class EditResult(BaseModel):
     index: int
     kind: str
     applied: bool
-    reason: str = ""
+    reason: str = Field(default="", description="Why it was rejected; for an applied edit, what it left unchanged")
 
 
 def apply_edits(document: KBDocument, edits: Sequence[KBEdit | Mapping[str, Any]]) -> list[EditResult]:
@@ -210,12 +223,12 @@ def _apply_one(document: KBDocument, index: int, edit: KBEdit | Mapping[str, Any
     kind = str(edit.get("kind", "?")) if isinstance(edit, Mapping) else edit.kind
     try:
         parsed = _EDIT_ADAPTER.validate_python(edit) if isinstance(edit, Mapping) else edit
-        parsed.apply_to(document)
+        note = parsed.apply_to(document)
     except ValidationError as error:
         return EditResult(index=index, kind=kind, applied=False, reason=describe_validation_error(error))
     except EditRejected as rejection:
         return EditResult(index=index, kind=kind, applied=False, reason=str(rejection))
-    return EditResult(index=index, kind=kind, applied=True)
+    return EditResult(index=index, kind=kind, applied=True, reason=note or "")
 
 
 def _state(document: KBDocument, state_id: str) -> PerformanceState:

@@ -127,6 +127,8 @@ def describe_kb_state(document: KBDocument, state_id: str) -> str:
 def _note(iteration: int, applied: AppliedUpdate, path: str) -> LearningNote:
     done = sum(result.applied for result in applied.results)
     rejected = [f"{r.kind}: {r.reason}" for r in applied.results if not r.applied]
-    summary = f"{done} of {len(applied.results)} edits applied" + (f"; rejected {'; '.join(rejected)}"
-                                                                     if rejected else "")
+    kept = [r.reason for r in applied.results if r.applied and r.reason]
+    summary = (f"{done} of {len(applied.results)} edits applied"
+               + (f"; rejected {'; '.join(rejected)}" if rejected else "")
+               + (f"; {'; '.join(kept)}" if kept else ""))
     return LearningNote(iteration=iteration, stage=NODE, summary=summary[:500], path=path)

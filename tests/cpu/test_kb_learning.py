@@ -158,6 +158,24 @@ def test_new_technique_without_a_description_is_rejected(document: KBDocument) -
     assert "novel" not in document.techniques
 
 
+def test_adding_a_known_technique_to_a_state_keeps_its_catalogue_entry_and_says_so(document: KBDocument) -> None:
+    before = document.techniques["welford_norm"].model_copy()
+    [result] = apply_edits(document, [AddOptimization(state_id="compute_bound_fp32", technique="welford_norm",
+                                                      prior_speedup=1.2,
+                                                      description="Something else entirely.", applies_to=["scan"])])
+    assert result.applied
+    assert document.techniques["welford_norm"] == before
+    assert result.reason == ("technique welford_norm is already in the catalogue and its entry stays as it is: the "
+                             "description, applies_to given here went unused (set_description rewrites a description)")
+
+
+def test_adding_a_known_technique_with_its_own_catalogue_fields_notes_nothing(document: KBDocument) -> None:
+    known = document.techniques["welford_norm"]
+    [result] = apply_edits(document, [AddOptimization(state_id="compute_bound_fp32", technique="welford_norm",
+                                                      prior_speedup=1.2, applies_to=known.applies_to)])
+    assert result.applied and result.reason == ""
+
+
 def test_raw_edit_breaking_a_bound_is_rejected_with_its_location(document: KBDocument) -> None:
     raw = {"kind": "set_prior", "state_id": MEMORY, "technique": "kernel_fusion", "prior_speedup": 40}
     [result] = apply_edits(document, [raw])

@@ -207,3 +207,12 @@ def test_the_models_own_operation_kinds_are_kept_beside_the_widened_ones(tmp_pat
     saved = json.loads((tmp_path / "run" / saved_path).read_text())
     assert saved["proposed"]["edits"][0]["applies_to"] == ["scan"]
     assert saved["update"]["edits"][0]["applies_to"] != ["scan"]
+
+
+def test_the_learning_note_says_when_a_known_techniques_catalogue_entry_was_kept(tmp_path: Path) -> None:
+    redefined = AddOptimization(state_id="compute_bound_fp32", technique="welford_norm", prior_speedup=1.3,
+                                description="A different idea under an old name.")
+    notes, _ = _learn(tmp_path, parameter_update=KBUpdate(edits=[redefined], rationale="evidence"))
+    assert notes["parameter_update"].summary == (
+        "1 of 1 edits applied; technique welford_norm is already in the catalogue and its entry stays as it is: "
+        "the description given here went unused (set_description rewrites a description)")
