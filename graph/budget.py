@@ -41,10 +41,6 @@ class TokenBudget:
         with self._lock:
             return self._spent
 
-    @property
-    def remaining(self) -> int | None:
-        return None if self.limit is None else max(0, self.limit - self.spent)
-
     def charge(self, tokens: int) -> None:
         with self._lock:
             self._spent += tokens
@@ -70,11 +66,6 @@ class RequestGate:
     def tighten(self, limit: int) -> None:
         with self._changed:
             self.limit = min(self.limit, limit)
-
-    @property
-    def in_flight(self) -> int:
-        with self._changed:
-            return self._in_flight
 
     @contextmanager
     def slot(self) -> Iterator[None]:

@@ -8,7 +8,7 @@ ablations (`memory`, `profile_feedback`, `agent`); the defaults are the full met
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self, TypeAlias, get_args
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -36,7 +36,6 @@ Role = Literal[
     "parameter_update",
 ]
 ROLES: tuple[Role, ...] = get_args(Role)
-Precision: TypeAlias = PrecisionPolicy  # the harness's policies (harness/precision.py)
 Provider = Literal["openai", "human", "replay"]
 ModelName = Annotated[str, Field(min_length=1)]
 # How a schema-shaped answer is asked for, from the most to the least enforced by the endpoint; `text` asks
@@ -115,7 +114,7 @@ class RunContext(BaseModel):
     )
 
     gpus: GpuIndices = Field(default=(0,), description="CUDA devices that share the GPU work")
-    precision: Precision = Field(default="strict", description="Numerical freedom of candidates and baselines")
+    precision: PrecisionPolicy = Field(default="strict", description="Numerical freedom of candidates and baselines")
     allow: Libraries = Field(default=(), description="Libraries candidates may use (cublas, cudnn, ...)")
     seeds: int = Field(default=5, ge=1, le=100, description="Seeds of fresh inputs each candidate is verified on")
     kernel_timeout_s: Seconds = Field(default=20.0, description="Seconds one kernel call may take")
