@@ -12,26 +12,18 @@ import warnings
 from pathlib import Path
 
 import torch
-from pydantic import ValidationError
 
 from kernelblaster.harness.precision import PrecisionPolicy, torch_precision
 from kernelblaster.harness.problem import Problem, instantiate, make_inputs
 from kernelblaster.harness.result import BaselineTiming
 from kernelblaster.harness.timing import time_torch_calls
+from kernelblaster.tools.files import cached_measurement
 
 
 def baseline_for(problem: Problem, device: int, policy: PrecisionPolicy, rotating_sets: int,
                  cache_dir: Path, with_compile: bool = True) -> BaselineTiming:
-    path = _cache_path(problem, device, policy, with_compile, cache_dir)
-    if path.exists():
-        try:
-            return BaselineTiming.model_validate_json(path.read_text())
-        except ValidationError:
-            pass  # a stale or damaged cache entry is measured again
-    baseline = measure_baseline(problem, device, policy, rotating_sets, with_compile)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(baseline.model_dump_json(indent=2))
-    return baseline
+    return cached_measurement(_cache_path(problem, device, policy, with_compile, cache_dir), BaselineTiming,
+                              lambda: measure_baseline(problem, device, policy, rotating_sets, with_compile))
 
 
 def measure_baseline(problem: Problem, device: int, policy: PrecisionPolicy, rotating_sets: int,

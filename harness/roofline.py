@@ -6,18 +6,18 @@ TF32 and fp16) and cached. A candidate faster than the floor is physically impla
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from kernelblaster.harness.precision import PrecisionPolicy
 from kernelblaster.harness.result import CheckResult, Roofline
 from kernelblaster.harness.spec import ProblemSpec
+from kernelblaster.tools.files import cached_measurement
 
 # Measured peaks sit below the datasheet ceilings (about 90% of bandwidth); the floor uses peaks scaled by
 # this headroom so that a kernel that merely beats our own measurement of cuBLAS is not called a cheat.
@@ -44,15 +44,7 @@ class GpuPeaks(BaseModel):
 def peaks_for_device(device: int, cache_dir: Path) -> GpuPeaks:
     name = torch.cuda.get_device_name(device)
     path = cache_dir / "peaks" / f"{re.sub(r'[^A-Za-z0-9]+', '_', name)}.json"
-    if path.exists():
-        try:
-            return GpuPeaks.model_validate_json(path.read_text())
-        except ValidationError:
-            pass  # an unreadable cache is simply measured again
-    peaks = measure_peaks(device)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(peaks.model_dump(), indent=2))
-    return peaks
+    return cached_measurement(path, GpuPeaks, lambda: measure_peaks(device))
 
 
 def measure_peaks(device: int) -> GpuPeaks:

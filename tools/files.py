@@ -3,7 +3,8 @@
 `file_problem` / `directory_problem` say in a few words why a path cannot be used, so every command can
 refuse it in one line before it writes anything. `write_atomically` replaces a file so that a kill leaves
 the old content or the new, never half; it writes through a symbolic link (the link stays a link) and
-gives a new file the mode the umask asks for (an existing file keeps its mode).
+gives a new file the mode the umask asks for (an existing file keeps its mode). `cached_measurement` keeps
+a measurement as JSON beside others that parallel processes may be writing.
 """
 
 from __future__ import annotations
@@ -12,9 +13,15 @@ import os
 import stat
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from kernelblaster.tools.errors import UserFacingError
+
+Measured = TypeVar("Measured", bound=BaseModel)
 
 TEMP_SUFFIX = ".partial"
 _umask_lock = threading.Lock()
@@ -81,6 +88,18 @@ def write_atomically(path: Path, data: bytes) -> None:
         Path(temp_name).unlink(missing_ok=True)
         raise
     _fsync_directory(target.parent)
+
+
+def cached_measurement(path: Path, model: type[Measured], measure: Callable[[], Measured]) -> Measured:
+    """The measurement cached at `path`, or a new one from `measure`, then cached there. A damaged or stale
+    entry is measured again; the write is atomic because a suite's workers share the cache."""
+    try:
+        return model.model_validate_json(path.read_bytes())
+    except (FileNotFoundError, ValidationError):
+        pass
+    measured = measure()
+    write_atomically(path, measured.model_dump_json(indent=2).encode())
+    return measured
 
 
 def abandoned_temporaries(path: Path) -> list[Path]:
