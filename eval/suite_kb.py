@@ -18,7 +18,7 @@ from pathlib import Path
 from kernelblaster.eval.results import KBVersionRow
 from kernelblaster.kb.codec import decode, encode
 from kernelblaster.kb.journal import KBChange, ReplayReport, replay
-from kernelblaster.kb.safe_files import write_atomically
+from kernelblaster.kb.safe_files import replace_as_sole_writer
 from kernelblaster.kb.snapshots import COMPRESSED_SUFFIX, decompressed
 from kernelblaster.kb.summary import kb_stats
 
@@ -77,8 +77,8 @@ class SuiteKB:
     def _write(self, content: bytes, position: int | None, report: ReplayReport) -> KBVersionRow:
         sha256 = hashlib.sha256(content).hexdigest()
         name = f"{sha256[:16]}{COMPRESSED_SUFFIX}"
-        write_atomically(self.directory / name, gzip.compress(content, mtime=0))
-        write_atomically(self.directory / LATEST_NAME, content)
+        replace_as_sole_writer(self.directory / name, gzip.compress(content, mtime=0))
+        replace_as_sole_writer(self.directory / LATEST_NAME, content)
         stats = kb_stats(decode(self.directory / LATEST_NAME, content).document, name, len(content))
         version = KBVersionRow(version=len(self._versions), position=position, file=name, sha256=sha256,
                                bytes=len(content), states=stats.states, optimizations=stats.optimizations,

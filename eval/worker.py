@@ -24,7 +24,7 @@ from kernelblaster.graph.services import Services
 from kernelblaster.graph.state import KernelRef, TokenUsage
 from kernelblaster.harness.problem import ProblemError
 from kernelblaster.harness.result import EvalResult
-from kernelblaster.kb.safe_files import write_atomically
+from kernelblaster.kb.safe_files import replace_as_sole_writer
 from kernelblaster.tools.errors import UserFacingError
 
 
@@ -90,7 +90,7 @@ def _open_or_create(job: ProblemJob, services: Services) -> Run:
     assert job.context.kb_path is not None, "a suite gives each problem its working KB"
     kb_path = Path(job.context.kb_path)
     if not kb_path.exists():
-        write_atomically(kb_path, job.start_kb)
+        replace_as_sole_writer(kb_path, job.start_kb)
     return Run.create(job.problem.path, job.context, services=services)
 
 

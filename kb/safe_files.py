@@ -1,8 +1,8 @@
 """File primitives that make concurrent and interrupted writers safe: an exclusive lock, an atomic replace.
 
 The lock is `fcntl.flock` on a sidecar `<file>.lock`, so it is released by the kernel when its holder dies;
-the replace (`tools.files.write_atomically`) writes a temporary file in the same directory, fsyncs it and
-renames it over the target.
+the replace (`replace_as_sole_writer`, over `tools.files.write_atomically`) writes a temporary file in the
+same directory, fsyncs it and renames it over the target.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ def exclusive_lock(path: Path) -> Iterator[None]:
             fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
 
 
-def write_atomically(path: Path, data: bytes) -> None:
+def replace_as_sole_writer(path: Path, data: bytes) -> None:
     """Replace `path` with `data` so that readers see the old or the new content, never a mix.
 
-    Call it while holding `exclusive_lock(path)`: it also clears temporary files left by writers that
-    were killed mid-write, which is safe only when no other writer can be mid-write.
+    Call it only where no other writer can be mid-write (holding `exclusive_lock(path)`, or as the one process
+    that writes the file): it also clears temporary files left by writers that were killed mid-write.
     """
     for leftover in files.abandoned_temporaries(path):
         leftover.unlink(missing_ok=True)

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelblaster.kb.safe_files import write_atomically
+from kernelblaster.kb.safe_files import replace_as_sole_writer
 
 COMPRESSED_SUFFIX = ".json.gz"
 _NAME = re.compile(r"^iteration-(\d{4,})\.json(\.gz)?$")
@@ -52,7 +52,7 @@ def write_snapshot(folder: Path, run_id: str, iteration: int, content: bytes,
                    policy: SnapshotPolicy = DEFAULT_POLICY) -> Path:
     """Save the KB file content `content` as iteration `iteration` of run `run_id`, then trim the folder."""
     target = snapshot_file(folder, run_id, iteration)
-    write_atomically(target, gzip.compress(content, _LEVEL, mtime=0))
+    replace_as_sole_writer(target, gzip.compress(content, _LEVEL, mtime=0))
     (folder / run_id / f"iteration-{iteration:04d}.json").unlink(missing_ok=True)
     trim(folder, policy, writing=run_id)
     return target
@@ -108,6 +108,6 @@ def _newest(paths: Iterable[Path]) -> int:
 def _compress(source: Path, target: Path) -> None:
     """Replace an uncompressed snapshot by its compressed copy, keeping its time (which orders the runs)."""
     stat = source.stat()
-    write_atomically(target, gzip.compress(source.read_bytes(), _LEVEL, mtime=0))
+    replace_as_sole_writer(target, gzip.compress(source.read_bytes(), _LEVEL, mtime=0))
     os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     source.unlink()

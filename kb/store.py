@@ -34,7 +34,7 @@ from kernelblaster.kb.paths import (
 )
 from kernelblaster.kb.pruning import DEFAULT_POLICY as DEFAULT_PRUNE_POLICY
 from kernelblaster.kb.pruning import PrunePolicy, PruneReport, prune
-from kernelblaster.kb.safe_files import exclusive_lock, write_atomically
+from kernelblaster.kb.safe_files import exclusive_lock, replace_as_sole_writer
 from kernelblaster.kb.schema import RUN_ID_PATTERN, KBDocument, PerformanceState
 from kernelblaster.kb.seed_catalogue import adopt_seed_catalogue
 from kernelblaster.kb.selection import DEFAULT_POLICY as DEFAULT_SELECTION_POLICY
@@ -140,7 +140,7 @@ class KnowledgeBase:
 
     def _copy_file(self, label: str) -> Path:
         target = backup_path_for(self.path, label)
-        write_atomically(target, _read_bytes(self.path))
+        replace_as_sole_writer(target, _read_bytes(self.path))
         return target
 
     def _install(self, document: KBDocument) -> None:
@@ -249,7 +249,7 @@ class KnowledgeBase:
         return result
 
     def _write(self, document: KBDocument) -> None:
-        write_atomically(self.path, encode(document))
+        replace_as_sole_writer(self.path, encode(document))
         self._stamp = _disk_stamp(self.path)
 
     def _set_document(self, document: KBDocument, stamp: _DiskStamp) -> None:
@@ -268,7 +268,7 @@ def _install_seed(path: Path) -> None:
         with exclusive_lock(path):
             if not path.exists():
                 # Installed in the current schema, which the shipped seed need not be written in.
-                write_atomically(path, encode(decode(path, seed_kb_bytes()).document))
+                replace_as_sole_writer(path, encode(decode(path, seed_kb_bytes()).document))
     except OSError as error:
         raise KBFileError(path, f"cannot be created ({error.strerror or error})") from None
 
@@ -285,8 +285,8 @@ def _upgrade_in_place(path: Path) -> tuple[DecodedKB, _DiskStamp]:
         if decoded.migrated_from is not None:
             backup = backup_path_for(path, f"v{decoded.migrated_from}")
             if not backup.exists():
-                write_atomically(backup, raw)
-            write_atomically(path, encode(decoded.document))
+                replace_as_sole_writer(backup, raw)
+            replace_as_sole_writer(path, encode(decoded.document))
         return decoded, _disk_stamp(path)
 
 

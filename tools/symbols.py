@@ -223,17 +223,21 @@ def object_symbols(object_path: Path) -> list[tuple[str, str]]:
 
 def undefined_symbols(object_path: Path) -> list[str]:
     """Demangled names the object needs from elsewhere, weak references (`w`, `v`) included."""
-    return [name for kind, name in object_symbols(object_path) if kind in _UNDEFINED]
+    return _needed_and_defined(object_path)[0]
 
 
 _UNDEFINED = frozenset("Uwv")
 
 
+def _needed_and_defined(object_path: Path) -> tuple[list[str], list[str]]:
+    symbols = object_symbols(object_path)
+    return ([name for kind, name in symbols if kind in _UNDEFINED],
+            [name for kind, name in symbols if kind not in _UNDEFINED])
+
+
 def check_object_symbols(object_path: Path, allow: frozenset[str]) -> list[SymbolViolation]:
     """Violations in what a compiled candidate object calls, and library code it was built from."""
-    symbols = object_symbols(object_path)
-    needed = [name for kind, name in symbols if kind in _UNDEFINED]
-    defined = [name for kind, name in symbols if kind not in _UNDEFINED]
+    needed, defined = _needed_and_defined(object_path)
     violations = find_symbol_violations(needed, allow)
     seen = {v.rule for v in violations}
     for name in defined:
