@@ -20,6 +20,7 @@ from kernelblaster.eval.local_launcher import Finished, LocalLauncher
 from kernelblaster.eval.metrics import geomean
 from kernelblaster.eval.problems import SuiteProblem
 from kernelblaster.eval.progress import duration_text
+from kernelblaster.eval.report import milliseconds as _ms
 from kernelblaster.eval.results import BASELINES_KEY, DATABASE_NAME, BaselineDirectory, BaselineRow, ResultsDB
 from kernelblaster.eval.suite import CONFIG_KEY, SuiteConfig, runner_lock
 from kernelblaster.graph.run_files import write_text_atomically
@@ -197,10 +198,6 @@ def _line(row: BaselineRow) -> str:
         return f"{row.problem_id}: failed: {row.error}"
     return (f"{row.problem_id}: eager {_ms(row.eager_ms)} ms (published {_ms(row.published_eager_ms)}), "
             f"compile {_ms(row.compile_ms)} ms (published {_ms(row.published_compile_ms)})")
-
-
-def _ms(value: float | None) -> str:
-    return f"{value:.4f}" if value is not None else "-"
 
 
 def _ratio(here: float | None, published: float | None) -> str:

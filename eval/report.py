@@ -147,6 +147,10 @@ def ratio(value: float | None) -> str:
     return f"{value:.2f}x" if value is not None else "-"
 
 
+def milliseconds(value: float | None) -> str:
+    return f"{value:.4f}" if value is not None else "-"
+
+
 def share(value: float | None) -> str:
     return f"{100 * value:.1f}%" if value is not None else "-"
 
@@ -235,14 +239,11 @@ def _problem_table(rows: Sequence[ProblemRow], costs: dict[int, float]) -> Table
     def cell(row: ProblemRow, name: str, form: Callable[[float | None], str]) -> str:
         return form(getattr(row.result, name)) if row.result else "-"
 
-    def ms(value: float | None) -> str:
-        return f"{value:.4f}" if value is not None else "-"
-
     lines = []
     for row in rows:
         result = row.result
         lines.append([str(row.position), row.problem_id, result.verdict if result else row.status,
-                      *[cell(row, name, ms) for name in ("eager_ms", "compile_ms", "initial_ms", "best_ms")],
+                      *[cell(row, name, milliseconds) for name in ("eager_ms", "compile_ms", "initial_ms", "best_ms")],
                       *[cell(row, BASELINE_FIELDS[a], ratio) for a in ("eager", "compile", "baseline", "initial")],
                       cell(row, "roofline_fraction", share), str(result.total_tokens) if result else "-",
                       f"{costs[row.position]:.2f}" if row.position in costs else "-",
