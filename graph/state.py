@@ -3,14 +3,16 @@
 Kernel sources, evaluation results and the learning notes live as files in the run directory
 (`graph.run_files`); the state points at them. `OptimizationState` is the whole run; each trajectory of
 an iteration runs in the trajectory subgraph with its own `TrajectoryState`, and what it returns
-(`TrajectoryOutput`) is merged into the run by the reducers declared here.
+(`TrajectoryOutput`) is merged into the run by the reducers declared here. A node returns the fields it
+changes as a `RunUpdate` or a `TrajectoryUpdate`, so a misspelt key, which LangGraph would drop without a
+word, is a type error.
 """
 
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, Self
+from typing import Annotated, Literal, Self, TypedDict
 
 from pydantic import BaseModel, ConfigDict
 
@@ -273,3 +275,47 @@ class TrajectoryState(TrajectoryOutput):
     def next_attempt_label(self) -> str:
         """Names the next lowering attempt's files and journal entries."""
         return f"{self.step_label}-a{self.this_step.attempts}"
+
+
+class RunUpdate(TypedDict, total=False):
+    """What a node of the run graph changes in `OptimizationState`; the same fields, each optional."""
+
+    problem_path: str
+    init_kernel: str | None
+    run_dir: str
+    run_id: str
+    baseline: BaselineSummary | None
+    facts: RunFacts | None
+    draft: Candidate | None
+    initial_feedback: Feedback | None
+    initial_attempts: int
+    initial: KernelRef | None
+    best: KernelRef | None
+    iteration: int
+    steps: list[StepRecord]
+    learning: list[LearningNote]
+    token_usage: list[TokenUsage]
+    report: str | None
+    ended_early: str | None
+
+
+class TrajectoryUpdate(TypedDict, total=False):
+    """What a node of the trajectory subgraph changes in `TrajectoryState`; the same fields, each optional."""
+
+    best: KernelRef
+    steps: list[StepRecord]
+    token_usage: list[TokenUsage]
+    run_dir: str
+    run_id: str
+    problem_path: str
+    iteration: int
+    trajectory: int
+    current: KernelRef
+    facts: RunFacts | None
+    initial: KernelRef | None
+    step: int
+    profiled: ProfiledState | None
+    matched: MatchedState | None
+    this_step: StepProgress
+    tried: list[str]
+    failed_steps: int

@@ -13,7 +13,7 @@ from langgraph.runtime import Runtime
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
 from kernelblaster.graph.services import BuiltCandidate, RunResources
-from kernelblaster.graph.state import Candidate, Feedback, OptimizationState, TokenUsage
+from kernelblaster.graph.state import Candidate, Feedback, OptimizationState, RunUpdate, TokenUsage
 from kernelblaster.harness.result import EvalResult
 from kernelblaster.nodes.kernels import (
     compile_feedback,
@@ -31,7 +31,7 @@ NODE = "check_initial"
 
 
 def check_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
-                  resources: RunResources) -> dict[str, object]:
+                  resources: RunResources) -> RunUpdate:
     draft = state.draft
     if draft is None:
         return _failed(runtime, state, None, "the lowering agent gave no usable initial CUDA", [])
@@ -51,7 +51,7 @@ def check_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
 
 
 def _soft_check_and_measure(runtime: Runtime[RunContext], state: OptimizationState, resources: RunResources,
-                            draft: Candidate, built: BuiltCandidate, verified: EvalResult) -> dict[str, object]:
+                            draft: Candidate, built: BuiltCandidate, verified: EvalResult) -> RunUpdate:
     feedback, usage = soft_verify(resources, draft, NODE)
     if feedback is not None:
         return _failed(runtime, state, feedback, feedback.message, usage)
@@ -71,7 +71,7 @@ def _judged_or_stop(result: EvalResult) -> EvalResult:
 
 
 def _failed(runtime: Runtime[RunContext], state: OptimizationState, feedback: Feedback | None, why: str,
-            usage: list[TokenUsage]) -> dict[str, object]:
+            usage: list[TokenUsage]) -> RunUpdate:
     attempts = state.initial_attempts + 1
     write_note(runtime, ProgressNote(node=NODE, text=f"initial CUDA attempt {attempts} failed: {why[:200]}"))
     return {"initial_attempts": attempts, "initial_feedback": feedback, "draft": None, "token_usage": usage}

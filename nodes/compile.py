@@ -11,14 +11,14 @@ from langgraph.runtime import Runtime
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import StepEnding, TrajectoryState
+from kernelblaster.graph.state import StepEnding, TrajectoryState, TrajectoryUpdate
 from kernelblaster.nodes.kernels import compile_feedback
 
 NODE = "compile"
 
 
 def compile_candidate(state: TrajectoryState, runtime: Runtime[RunContext], *,
-                      resources: RunResources) -> dict[str, object]:
+                      resources: RunResources) -> TrajectoryUpdate:
     step = state.this_step
     candidate = step.candidate
     assert candidate is not None, "lower wrote a candidate"

@@ -12,13 +12,13 @@ from langgraph.runtime import Runtime
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import StepEnding, TrajectoryState
+from kernelblaster.graph.state import StepEnding, TrajectoryState, TrajectoryUpdate
 from kernelblaster.nodes.kernels import read_result, run_failure_feedback
 
 NODE = "diagnose"
 
 
-def diagnose(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
+def diagnose(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> TrajectoryUpdate:
     step = state.this_step
     candidate = step.candidate
     assert candidate is not None, "verify judged a candidate"

@@ -11,14 +11,14 @@ from langgraph.runtime import Runtime
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import Candidate, StepEnding, TrajectoryState
+from kernelblaster.graph.state import Candidate, StepEnding, TrajectoryState, TrajectoryUpdate
 from kernelblaster.harness.result import EvalResult
 from kernelblaster.nodes.kernels import measure_on_gpu, measured_kernel, not_judged, read_result
 
 NODE = "evaluate"
 
 
-def evaluate(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
+def evaluate(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> TrajectoryUpdate:
     candidate = state.this_step.candidate
     assert candidate is not None, "lower wrote a candidate"
     files = resources.files

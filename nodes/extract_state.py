@@ -15,7 +15,7 @@ from kernelblaster.graph.agents import AgentFailed
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import ProfiledState, TokenUsage, TrajectoryState
+from kernelblaster.graph.state import ProfiledState, TokenUsage, TrajectoryState, TrajectoryUpdate
 from kernelblaster.kb.schema import LongText, ShortText
 from kernelblaster.nodes.profile_view import ProfileView, profile_view
 from kernelblaster.nodes.prompting import load_prompt
@@ -34,7 +34,7 @@ class StateReading(BaseModel):
 
 
 def extract_state(state: TrajectoryState, runtime: Runtime[RunContext], *,
-                  resources: RunResources) -> dict[str, object]:
+                  resources: RunResources) -> TrajectoryUpdate:
     if state.profiled is not None and state.profiled.kernel_sha256 == state.current.sha256:
         return {}
     view = profile_view(resources, state.current)

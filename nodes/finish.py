@@ -10,14 +10,14 @@ from kernelblaster.graph.cost import usage_cost
 from kernelblaster.graph.progress import ProgressNote, write_note
 from kernelblaster.graph.run_files import RunFiles, write_text_atomically
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import OptimizationState
+from kernelblaster.graph.state import OptimizationState, RunUpdate
 from kernelblaster.nodes.kernels import read_result
 from kernelblaster.nodes.report import RunReport, Speedups, render_markdown, token_totals
 
 NODE = "finish"
 
 
-def finish(state: OptimizationState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
+def finish(state: OptimizationState, runtime: Runtime[RunContext], *, resources: RunResources) -> RunUpdate:
     files = resources.files
     report = build_report(state, files, runtime.context, resources.stop_reason())
     if state.best is not None:

@@ -12,7 +12,7 @@ from kernelblaster.graph.agents import AgentFailed, Question, T
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import LearningNote, LearningStage, OptimizationState, StepRecord
+from kernelblaster.graph.state import LearningNote, LearningStage, OptimizationState, RunUpdate, StepRecord
 
 
 def iteration_steps(state: OptimizationState) -> list[StepRecord]:
@@ -29,7 +29,7 @@ def skipped_note(iteration: int, stage: LearningStage, why: str) -> LearningNote
 
 
 def ask_learning_role(resources: RunResources, runtime: Runtime[RunContext], iteration: int, stage: LearningStage,
-                      question: Question[T], summary_of: Callable[[T], str]) -> dict[str, object]:
+                      question: Question[T], summary_of: Callable[[T], str]) -> RunUpdate:
     """Ask the question's learning role and keep its answer as the iteration's note of `stage`; a failed ask is
     recorded as a skipped note, never a crash of the run."""
     try:

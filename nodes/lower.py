@@ -17,7 +17,7 @@ from kernelblaster.graph.agents import AgentFailed, Question
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import MatchedState, ProfiledState, StepEnding, TrajectoryState
+from kernelblaster.graph.state import MatchedState, ProfiledState, StepEnding, TrajectoryState, TrajectoryUpdate
 from kernelblaster.kb.index import StateMatch
 from kernelblaster.kb.prompt_slice import render_prompt_slice
 from kernelblaster.kb.schema import PerformanceState
@@ -35,7 +35,7 @@ from kernelblaster.nodes.prompting import load_prompt
 NODE = "lower"
 
 
-def lower(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
+def lower(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> TrajectoryUpdate:
     step = state.this_step
     offered = [choice.technique for choice in step.choices]
     question = _question(state, resources, offered) if runtime.context.uses_kb else _unguided_question(state, resources)

@@ -18,7 +18,7 @@ from kernelblaster.graph.agents import AgentFailed
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import MatchedState, ProfiledState, TokenUsage, TrajectoryState
+from kernelblaster.graph.state import MatchedState, ProfiledState, TokenUsage, TrajectoryState, TrajectoryUpdate
 from kernelblaster.kb.edits import AddOptimization, AddState, KBEdit, apply_edits
 from kernelblaster.kb.index import StateMatch
 from kernelblaster.kb.journal import ChangeId
@@ -52,7 +52,7 @@ class MatchDecision(BaseModel):
     new_state: NewState | None = Field(default=None, description="The new state, when state_id is null")
 
 
-def match_state(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
+def match_state(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> TrajectoryUpdate:
     profiled = state.profiled
     assert profiled is not None, "extract_state runs first"
     if state.matched is not None and state.matched.kernel_sha256 == profiled.kernel_sha256:

@@ -17,7 +17,7 @@ from kernelblaster.graph.agents import AgentFailed, Question
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import LearningNote, LearningStage, OptimizationState, TokenUsage
+from kernelblaster.graph.state import LearningNote, LearningStage, OptimizationState, RunUpdate, TokenUsage
 from kernelblaster.kb.edits import (
     AddLesson,
     AddOptimization,
@@ -58,7 +58,7 @@ class AppliedUpdate(BaseModel):
 
 
 def parameter_update(state: OptimizationState, runtime: Runtime[RunContext], *,
-                     resources: RunResources) -> dict[str, object]:
+                     resources: RunResources) -> RunUpdate:
     analysis = learning_note(state, "perf_gap_analysis")
     usage: list[TokenUsage]
     if analysis is None or analysis.path is None:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import LearningStage, OptimizationState
+from kernelblaster.graph.state import LearningStage, OptimizationState, RunUpdate
 from kernelblaster.nodes.learning import ask_learning_role, iteration_steps, learning_note, skipped_note
 from kernelblaster.nodes.prompting import answer_limits, load_prompt
 from kernelblaster.nodes.step_evidence import render_evidence
@@ -32,7 +32,7 @@ class GapAnalysis(BaseModel):
 
 
 def perf_gap_analysis(state: OptimizationState, runtime: Runtime[RunContext], *,
-                      resources: RunResources) -> dict[str, object]:
+                      resources: RunResources) -> RunUpdate:
     evaluation = learning_note(state, "policy_evaluation")
     if evaluation is None or evaluation.path is None:
         return {"learning": [skipped_note(state.iteration, NODE, "no policy evaluation to analyse")]}

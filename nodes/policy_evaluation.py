@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import LearningStage, OptimizationState
+from kernelblaster.graph.state import LearningStage, OptimizationState, RunUpdate
 from kernelblaster.harness.problem import Problem
 from kernelblaster.nodes.learning import ask_learning_role, iteration_steps, skipped_note
 from kernelblaster.nodes.prompting import answer_limits, load_prompt
@@ -36,7 +36,7 @@ class PolicyEvaluation(BaseModel):
 
 
 def policy_evaluation(state: OptimizationState, runtime: Runtime[RunContext], *,
-                      resources: RunResources) -> dict[str, object]:
+                      resources: RunResources) -> RunUpdate:
     steps = iteration_steps(state)
     if not steps:
         return {"learning": [skipped_note(state.iteration, NODE, "no steps were taken in this iteration")]}

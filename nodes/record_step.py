@@ -16,7 +16,14 @@ from langgraph.runtime import Runtime
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import StepEnding, StepProgress, StepRecord, TrajectoryState, faster_kernel
+from kernelblaster.graph.state import (
+    StepEnding,
+    StepProgress,
+    StepRecord,
+    TrajectoryState,
+    TrajectoryUpdate,
+    faster_kernel,
+)
 from kernelblaster.kb.outcomes import EventId, OutcomeChoice, OutcomeEvent
 from kernelblaster.kb.schema import OutcomeStatus
 
@@ -31,7 +38,7 @@ KB_STATUS: dict[str, OutcomeStatus] = {
 }
 
 
-def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
+def record_step(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> TrajectoryUpdate:
     step = state.this_step
     ending = step.ending
     assert ending is not None, "a step ends before it is recorded"
@@ -80,12 +87,12 @@ def _choice(step: StepProgress) -> OutcomeChoice | None:
     return OutcomeChoice(offered=[choice.technique for choice in step.choices], reason=reason)
 
 
-def _moved_on(state: TrajectoryState, ending: StepEnding, technique: str | None) -> dict[str, object]:
+def _moved_on(state: TrajectoryState, ending: StepEnding, technique: str | None) -> TrajectoryUpdate:
     measured = ending.after if ending.outcome == "measured" else None
     faster = measured if measured is not None and measured.time_ms < state.current.time_ms else None
     return {
         "current": faster or state.current,
-        "best": faster_kernel(state.best, measured),
+        "best": faster_kernel(state.best, measured) or state.best,  # None only when both are
         "tried": [] if faster else [*state.tried, *([technique] if technique else [])],
         "failed_steps": 0 if measured else state.failed_steps + 1,
         "step": state.step + 1,

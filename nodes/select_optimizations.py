@@ -19,13 +19,13 @@ from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.run_files import run_id_for
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import TrajectoryState
+from kernelblaster.graph.state import TrajectoryState, TrajectoryUpdate
 
 NODE = "select_optimizations"
 
 
 def select_optimizations(state: TrajectoryState, runtime: Runtime[RunContext], *,
-                         resources: RunResources) -> dict[str, object]:
+                         resources: RunResources) -> TrajectoryUpdate:
     if state.matched is None:
         write_note(runtime, trajectory_note(NODE, state, "no KB state to draw optimizations from"))
         return {"this_step": state.this_step.replace(choices=[])}

@@ -22,7 +22,7 @@ from kernelblaster.graph.preflight import check_started_run
 from kernelblaster.graph.progress import ProgressNote, write_note
 from kernelblaster.graph.run_files import RunFiles, default_run_dir, run_id_for, write_text_atomically
 from kernelblaster.graph.services import Services
-from kernelblaster.graph.state import BaselineSummary, OptimizationState, RunFacts
+from kernelblaster.graph.state import BaselineSummary, OptimizationState, RunFacts, RunUpdate
 from kernelblaster.harness.profile import ProfileReport, top_kernels
 from kernelblaster.kb.operations import OperationKind
 
@@ -30,7 +30,7 @@ FACTS_FILE = "baseline/facts.json"
 PYTORCH_KERNELS_SHOWN = 3
 
 
-def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> dict[str, object]:
+def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: Services) -> RunUpdate:
     thread = runtime.execution_info.thread_id if runtime.execution_info else None
     run_dir = str(Path(runtime.context.run_dir or default_run_dir(state.problem_path, thread)).resolve())
     check_started_run(Path(state.problem_path), Path(state.init_kernel) if state.init_kernel else None,

@@ -6,10 +6,10 @@ from langgraph.runtime import Runtime
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.state import OptimizationState
+from kernelblaster.graph.state import OptimizationState, RunUpdate
 
 
-def start_iteration(state: OptimizationState, runtime: Runtime[RunContext]) -> dict[str, object]:
+def start_iteration(state: OptimizationState, runtime: Runtime[RunContext]) -> RunUpdate:
     iteration = state.iteration + 1
     best = state.best.label if state.best else "none"
     write_note(runtime, ProgressNote(node="start_iteration", iteration=iteration,

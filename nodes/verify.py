@@ -15,13 +15,13 @@ from langgraph.runtime import Runtime
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import trajectory_note, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import Feedback, StepEnding, TokenUsage, TrajectoryState
+from kernelblaster.graph.state import Feedback, StepEnding, TokenUsage, TrajectoryState, TrajectoryUpdate
 from kernelblaster.nodes.kernels import not_judged, soft_verify, verify_feedback, verify_on_gpu
 
 NODE = "verify"
 
 
-def verify(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> dict[str, object]:
+def verify(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: RunResources) -> TrajectoryUpdate:
     candidate = state.this_step.candidate
     assert candidate is not None, "lower wrote a candidate"
     files = resources.files
@@ -44,7 +44,7 @@ def verify(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: R
 
 
 def _wrong(runtime: Runtime[RunContext], state: TrajectoryState, feedback: Feedback,
-           usage: list[TokenUsage]) -> dict[str, object]:
+           usage: list[TokenUsage]) -> TrajectoryUpdate:
     failures = state.this_step.verify_failures + 1
     write_note(runtime, trajectory_note(NODE, state, f"wrong ({failures}): {feedback.message[:200]}"))
     ending = (StepEnding(outcome="verify_failed", detail=feedback.message)

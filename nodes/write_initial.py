@@ -12,14 +12,14 @@ from kernelblaster.graph.agents import AgentFailed, Question
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.progress import ProgressNote, write_note
 from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import OptimizationState
+from kernelblaster.graph.state import OptimizationState, RunUpdate
 from kernelblaster.nodes.briefing import gpu_section, precision_section, starting_point_section, targets_section
 from kernelblaster.nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
 from kernelblaster.nodes.prompting import load_prompt
 
 
 def write_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
-                  resources: RunResources) -> dict[str, object]:
+                  resources: RunResources) -> RunUpdate:
     label = f"initial-a{state.initial_attempts}"
     if state.init_kernel and state.initial_attempts == 0:
         answer = CudaAnswer(explanation=f"given with --init {state.init_kernel}",
