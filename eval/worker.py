@@ -74,7 +74,7 @@ def run_problem(job: ProblemJob, services: Services, emit: Emit, slot: str) -> P
     try:
         run = _open_or_create(job, services)
         stopped_by = _advance(run, job, emit, slot, clock)
-        return summarise(run, slot, clock.total(), stopped_by, suite_stop)
+        return problem_result(run, slot, clock.total(), stopped_by, suite_stop)
     except ProblemError as error:
         return ProblemResult(verdict="load_error", gpu=slot, wall_s=clock.total(), error=str(error))
     except UserFacingError as error:
@@ -110,16 +110,15 @@ def _event(position: int, slot: str, progress: Progress) -> ProblemEvent:
                         best_speedup=progress.best_speedup, tokens=progress.tokens)
 
 
-def summarise(run: Run, slot: str, wall_s: float, stopped_by: StopCause | None,
+def problem_result(run: Run, slot: str, wall_s: float, stopped_by: StopCause | None,
               suite_stop: SuiteStopRequest | None = None) -> ProblemResult:
     """The problem's result from its run's checkpointed state; a run that ended early counts as stopped by
     `suite_tokens` if the suite asked it to stop, else by `tokens` (its own token limit)."""
-    values = run.state_values()
-    ended_early = values.get("ended_early")
+    state = run.checkpointed_state()
+    ended_early = state.ended_early
     if stopped_by is None and ended_early is not None:
         stopped_by = "suite_tokens" if suite_stop is not None and ended_early == suite_stop.reason else "tokens"
-    baseline, initial, best = values.get("baseline"), values.get("initial"), values.get("best")
-    usage: list[TokenUsage] = values.get("token_usage", [])
+    baseline, initial, best, usage = state.baseline, state.initial, state.best, state.token_usage
     measured = _measured(run.files, best)
     return ProblemResult(
         verdict="ok" if best is not None else "no_valid_kernel", gpu=slot,

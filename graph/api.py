@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Generator
 from contextlib import closing
+from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -48,10 +49,12 @@ from kernelblaster.graph.run_files import (
     write_text_atomically,
 )
 from kernelblaster.graph.services import Services
-from kernelblaster.graph.state import KernelRef, OptimizationInput, TokenUsage
+from kernelblaster.graph.state import KernelRef, OptimizationInput, OptimizationState, TokenUsage
 from kernelblaster.kb.paths import chosen_kb_path
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.tools.errors import UserFacingError
+
+_RUN_STATE_FIELDS = tuple(field.name for field in fields(OptimizationState))
 
 
 class PendingQuestion(BaseModel):
@@ -189,18 +192,25 @@ class Run:
             snapshot = compile_graph(self.services, checkpointer).get_state(thread_config(self.record.run_id))
         questions = [PendingQuestion(id=item.id, question=HumanQuestion.model_validate(item.value))
                      for item in snapshot.interrupts]
-        best: KernelRef | None = snapshot.values.get("best")
-        report = snapshot.values.get("report")
+        state = self._as_state(snapshot.values)
+        best, report = state.best, state.report
         status: RunOutcomeStatus = "waiting_for_answer" if questions else "finished" if report else "stopped"
         return RunOutcome(run_dir=self.files.root, status=status,
                           best_source=self.files.best_source if report and best else None,
                           best_speedup=best.speedup if best else None, report=Path(report) if report else None,
-                          questions=questions, ended_early=snapshot.values.get("ended_early"))
+                          questions=questions, ended_early=state.ended_early)
 
-    def state_values(self) -> dict[str, Any]:
+    def checkpointed_state(self) -> OptimizationState:
         """The run's state as last checkpointed: baseline, initial and best kernels, steps, token usage ..."""
         with open_checkpointer(self.files) as checkpointer:
-            return compile_graph(self.services, checkpointer).get_state(thread_config(self.record.run_id)).values
+            snapshot = compile_graph(self.services, checkpointer).get_state(thread_config(self.record.run_id))
+        return self._as_state(snapshot.values)
+
+    def _as_state(self, values: dict[str, Any]) -> OptimizationState:
+        # A checkpoint holds the channels ever written, the state's defaults stand for the others: a run
+        # created but never advanced has none, not even its problem.
+        written = {name: values[name] for name in _RUN_STATE_FIELDS if name in values}
+        return OptimizationState(**{"problem_path": self.record.problem_path, **written})
 
     def _drive(self, answers: dict[str, str] | None, on_progress: ProgressCallback | None) -> RunOutcome:
         # Closed at once if `on_progress` raises (Ctrl-C), so the run's status is written and its lock freed.
@@ -213,7 +223,7 @@ class Run:
     def _stream(self, answers: dict[str, str] | None) -> Generator[Progress]:
         with open_checkpointer(self.files) as checkpointer:
             graph = compile_graph(self.services, checkpointer)
-            tracker = _Tracker.from_state(graph.get_state(thread_config(self.record.run_id)).values,
+            tracker = _Tracker.from_state(self._as_state(graph.get_state(thread_config(self.record.run_id)).values),
                                           self.context.prices)
             self._set_status("running", tracker.best_speedup)
             # `Pregel.stream` is typed as an iterator of any item; with several modes and subgraphs it is
@@ -324,9 +334,8 @@ class _Tracker:
         self.prices = prices
 
     @classmethod
-    def from_state(cls, values: dict[str, Any], prices: dict[str, ModelPrice]) -> _Tracker:
-        best: KernelRef | None = values.get("best")
-        return cls(best.speedup if best else None, values.get("token_usage", []), prices)
+    def from_state(cls, state: OptimizationState, prices: dict[str, ModelPrice]) -> _Tracker:
+        return cls(state.best.speedup if state.best else None, state.token_usage, prices)
 
     def update(self, namespace: tuple[str, ...], mode: str, data: Any) -> Progress | None:
         if mode == "custom" and isinstance(data, ProgressNote):
