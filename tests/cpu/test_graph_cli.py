@@ -10,21 +10,14 @@ from pathlib import Path
 
 import pytest
 from fixtures.graph.fake_openai import FakeOpenAI, kernelblaster_roles
-from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
+from fixtures.graph.recorded_evaluator import EvaluationLog
 from fixtures.graph.scenario import PROBLEM
 
-from kernelblaster.graph import api, services
+from kernelblaster.graph import api
 from kernelblaster.graph.cli import build_parser, main
 from kernelblaster.graph.cost import ModelPrice
 from kernelblaster.graph.progress import Progress, ProgressDisplay, ProgressNote
 from kernelblaster.kb.store import KnowledgeBase
-
-
-@pytest.fixture
-def harness_log(monkeypatch: pytest.MonkeyPatch) -> EvaluationLog:
-    log = EvaluationLog()
-    monkeypatch.setattr(services, "harness_evaluator", recorded_evaluators(log))
-    return log
 
 
 @pytest.fixture(autouse=True)
@@ -48,12 +41,12 @@ def _human_run(tmp_path: Path, *extra: str) -> list[str]:
 
 
 def test_optimize_without_an_endpoint_says_so_in_one_line_before_any_gpu_work(
-        tmp_path: Path, harness_log: EvaluationLog, no_endpoint: None, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, recorded_harness: EvaluationLog, no_endpoint: None, capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["optimize", str(PROBLEM), "--run-dir", str(tmp_path / "run")])
     error = capsys.readouterr().err
     assert status == 2
     assert error.count("\n") == 1 and "OPENAI_API_KEY" in error
-    assert harness_log.calls == []
+    assert recorded_harness.calls == []
     assert not (tmp_path / "run").exists()
 
 
@@ -87,7 +80,7 @@ def test_endpoint_budget_and_price_flags_become_the_run_context(tmp_path: Path) 
 @pytest.mark.parametrize("flags", [["--price", "gpt-4.1=2"], ["--role-protocol", "lowering=json"],
                                    ["--llm", "replay"], ["--replay-from", "runs/x"]])
 def test_a_malformed_endpoint_flag_is_a_one_line_error_naming_it(flags: list[str], tmp_path: Path,
-                                                                 harness_log: EvaluationLog,
+                                                                 recorded_harness: EvaluationLog,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["optimize", str(PROBLEM), "--run-dir", str(tmp_path / "run"), *flags]) == 2
     error = capsys.readouterr().err
@@ -95,7 +88,7 @@ def test_a_malformed_endpoint_flag_is_a_one_line_error_naming_it(flags: list[str
     assert not (tmp_path / "run").exists()
 
 
-def test_a_run_that_ended_early_says_why(tmp_path: Path, harness_log: EvaluationLog,
+def test_a_run_that_ended_early_says_why(tmp_path: Path, recorded_harness: EvaluationLog,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     with FakeOpenAI(kernelblaster_roles) as server:
         assert main(["kb", "init", str(tmp_path / "kb.json")]) == 0
@@ -104,21 +97,21 @@ def test_a_run_that_ended_early_says_why(tmp_path: Path, harness_log: Evaluation
     assert "the run ended early: the run's token limit was reached" in capsys.readouterr().out
 
 
-def test_an_out_of_range_flag_is_a_one_line_error_naming_the_flag(tmp_path: Path, harness_log: EvaluationLog,
+def test_an_out_of_range_flag_is_a_one_line_error_naming_the_flag(tmp_path: Path, recorded_harness: EvaluationLog,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert main(_human_run(tmp_path, "--depth", "0")) == 2
     error = capsys.readouterr().err
     assert error.startswith("kernelblaster: --depth 0:") and error.count("\n") == 1
 
 
-def test_a_missing_init_file_is_a_one_line_error(tmp_path: Path, harness_log: EvaluationLog,
+def test_a_missing_init_file_is_a_one_line_error(tmp_path: Path, recorded_harness: EvaluationLog,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert main(_human_run(tmp_path, "--init", str(tmp_path / "missing.cu"))) == 2
     assert "--init" in capsys.readouterr().err
-    assert harness_log.calls == []
+    assert recorded_harness.calls == []
 
 
-def test_a_run_directory_holding_a_run_is_never_overwritten(tmp_path: Path, harness_log: EvaluationLog,
+def test_a_run_directory_holding_a_run_is_never_overwritten(tmp_path: Path, recorded_harness: EvaluationLog,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     assert main(_human_run(tmp_path)) == 0
     record = (tmp_path / "run" / "run.json").read_text()
@@ -134,7 +127,7 @@ def test_resuming_a_directory_that_is_not_a_run_is_a_one_line_error(tmp_path: Pa
     assert "not a run directory" in error and error.count("\n") == 1
 
 
-def test_ctrl_c_stops_with_the_resume_command_and_the_run_resumes(tmp_path: Path, harness_log: EvaluationLog,
+def test_ctrl_c_stops_with_the_resume_command_and_the_run_resumes(tmp_path: Path, recorded_harness: EvaluationLog,
                                                                   monkeypatch: pytest.MonkeyPatch,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     def interrupted(self: ProgressDisplay, progress: object) -> None:
@@ -147,7 +140,7 @@ def test_ctrl_c_stops_with_the_resume_command_and_the_run_resumes(tmp_path: Path
 
     assert main(["resume", str(tmp_path / "run")]) == 0
     assert api.Run.open(tmp_path / "run").outcome().status == "waiting_for_answer"
-    assert harness_log.labels("baseline") == ["elementwise_swish_scale"]
+    assert recorded_harness.labels("baseline") == ["elementwise_swish_scale"]
 
 
 def test_progress_lines_show_where_the_run_is_the_best_speedup_and_the_tokens(
@@ -159,7 +152,7 @@ def test_progress_lines_show_where_the_run_is_the_best_speedup_and_the_tokens(
     assert "iter 1 traj 1 step 3" in line and "best 1.60x" in line and "12.3k tokens)" in line
 
 
-def test_a_missing_problem_file_is_a_one_line_error_and_makes_no_run(tmp_path: Path, harness_log: EvaluationLog,
+def test_a_missing_problem_file_is_a_one_line_error_and_makes_no_run(tmp_path: Path, recorded_harness: EvaluationLog,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     arguments = _human_run(tmp_path)
     arguments[1] = str(tmp_path / "nowhere.py")

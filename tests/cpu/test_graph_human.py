@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
 from fixtures.graph.scenario import ANALYSIS, EVALUATION, NO_EDITS, PROBLEM, READING, kernel, small_context
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
@@ -21,10 +20,7 @@ from kernelblaster.graph.cli import main
 from kernelblaster.graph.graph import compile_graph
 from kernelblaster.graph.state import OptimizationInput
 
-
-@pytest.fixture(autouse=True)
-def recorded_harness(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "harness_evaluator", recorded_evaluators(EvaluationLog()))
+pytestmark = pytest.mark.usefixtures("recorded_harness")
 
 
 def _start(tmp_path: Path) -> Path:

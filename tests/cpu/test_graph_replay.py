@@ -19,9 +19,7 @@ from kernelblaster.kb.store import KnowledgeBase
 SHAPE = ["--iterations", "1", "--trajectories", "1", "--top-k", "3"]
 
 
-@pytest.fixture(autouse=True)
-def recorded_harness(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(services, "harness_evaluator", recorded_evaluators(EvaluationLog()))
+pytestmark = pytest.mark.usefixtures("recorded_harness")
 
 
 def _record(tmp_path: Path, depth: int = 2) -> Path:

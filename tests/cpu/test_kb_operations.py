@@ -4,25 +4,16 @@ of them), and selection never offers it for a problem known to perform none of t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from pydantic import ValidationError
 
-from kernelblaster.kb.codec import decode
 from kernelblaster.kb.edits import AddOptimization, apply_edits
 from kernelblaster.kb.operations import OPERATION_KINDS, OperationKind
-from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.kb.schema import Category, KBDocument, PerformanceState, Technique
 from kernelblaster.kb.selection import select_optimizations
 from kernelblaster.kb.summary import format_state
 
 STREAMING_STATE = "memory_bandwidth_bound"
-
-
-@pytest.fixture(scope="module")
-def seed() -> KBDocument:
-    return decode(Path("seed_kb.json"), seed_kb_bytes()).document
 
 
 def offered(document: KBDocument, state: PerformanceState, operations: list[OperationKind] | None) -> set[str]:

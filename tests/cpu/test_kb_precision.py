@@ -11,7 +11,6 @@ import pytest
 from pydantic import ValidationError
 
 from kernelblaster.harness.precision import PRECISION_POLICIES as HARNESS_POLICIES
-from kernelblaster.kb.codec import decode
 from kernelblaster.kb.edits import AddOptimization, apply_edits
 from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.kb.precision import PRECISION_POLICIES, check_precision_policy
@@ -21,11 +20,6 @@ from kernelblaster.kb.store import KnowledgeBase
 
 SEEDS = range(25)
 TENSOR_CORE_STATE = "tensor_core_eligible_unused"
-
-
-@pytest.fixture(scope="module")
-def seed() -> KBDocument:
-    return decode(Path("seed_kb.json"), seed_kb_bytes()).document
 
 
 def offered(document: KBDocument, state: PerformanceState, precision: str, rng_seed: int = 0) -> list[str]:

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from kernelblaster.kb.codec import decode
 from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.kb.schema import KBDocument, Optimization, OutcomeStats, OutcomeStatus
 from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS, SIGNATURE_LENGTH, check_signature
-
-
-@pytest.fixture(scope="module")
-def seed() -> KBDocument:
-    return decode(Path("seed_kb.json"), seed_kb_bytes()).document
 
 
 def test_signature_layout_has_24_named_fields_in_the_contracted_order() -> None:
@@ -107,7 +100,7 @@ def test_seed_memory_bound_state_reads_as_memory_bound(seed: KBDocument) -> None
     assert max(stalls, key=stalls.__getitem__) == "stall_long_scoreboard"
 
 
-def test_seed_is_compact(seed: KBDocument) -> None:
+def test_seed_is_compact() -> None:
     assert len(seed_kb_bytes()) < 40_000
 
 

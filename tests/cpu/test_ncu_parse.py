@@ -101,7 +101,8 @@ def test_same_metric_name_is_told_apart_by_section(report: NcuReport) -> None:
     assert scale.value("Memory Workload Analysis", "Memory Throughput") == pytest.approx(2_315_477_141_017.39)
 
 
-def test_well_known_metric_accessors(report: NcuReport) -> None:
+def test_throughput_occupancy_l2_hit_and_eligible_cycle_percentages_are_read_off_the_report(
+        report: NcuReport) -> None:
     scale = report.kernels[0]
     assert scale.sm_throughput_pct == pytest.approx(40.50)
     assert scale.dram_throughput_pct == pytest.approx(48.15)
@@ -209,5 +210,6 @@ def test_one_id_with_two_kernel_names_is_an_error(details_text: str) -> None:
     ("98,349", 98_349.0), ("0.00", 0.0), ("-1.5", -1.5), ("1e+03", 1000.0), ("no data", None),
     ("PolicySpread", None), ("8,524 (100; 75)", None), ("", None),
 ])
-def test_parse_number(text: str, expected: float | None) -> None:
+def test_a_number_is_read_with_its_thousands_separators_and_words_or_lists_read_as_none(
+        text: str, expected: float | None) -> None:
     assert parse_number(text) == expected

@@ -18,18 +18,28 @@ from fixtures.graph.scenario import (
     small_context,
 )
 
-from kernelblaster.nodes.prompting import check_static_first, load_prompt
+from kernelblaster.nodes.prompting import STATIC_FIELDS, check_static_first
+
+PROMPTS = resources.files("kernelblaster.nodes").joinpath("prompts")
 
 
 def _prompt_names() -> list[str]:
-    folder = resources.files("kernelblaster.nodes").joinpath("prompts")
-    return sorted(entry.name.removesuffix(".user.txt") for entry in folder.iterdir()
+    return sorted(entry.name.removesuffix(".user.txt") for entry in PROMPTS.iterdir()
                   if entry.name.endswith(".user.txt"))
+
+
+def _fields(text: str) -> list[str]:
+    """The `${field}` / `$field` names of a prompt template, in the order they appear."""
+    return [field for match in Template.pattern.finditer(text)
+            if (field := match.group("named") or match.group("braced"))]
 
 
 @pytest.mark.parametrize("name", _prompt_names())
 def test_every_prompt_puts_its_static_fields_before_the_varying_ones(name: str) -> None:
-    load_prompt(name)
+    fields = _fields(PROMPTS.joinpath(f"{name}.user.txt").read_text())
+    varying = [field not in STATIC_FIELDS for field in fields]  # static-first is False before True
+    assert fields, f"prompt {name} has no fields to order"
+    assert varying == sorted(varying), f"prompt {name} has a static field after a varying one: {fields}"
 
 
 def test_a_prompt_with_a_static_field_after_a_varying_one_is_refused() -> None:

@@ -23,7 +23,7 @@ import pytest
 import torch
 from fixtures import sanitizer_stand_in
 from fixtures.cli import Finished, folder_picture, kernelblaster
-from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
+from fixtures.graph.recorded_evaluator import EvaluationLog
 from fixtures.graph.scenario import (
     PROBLEM,
     applies_first_offered,
@@ -52,13 +52,6 @@ def in_a_fresh_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
     monkeypatch.chdir(tmp_path)
     KnowledgeBase.create(tmp_path / "kb.json")
     (tmp_path / "empty.cu").write_text("")
-
-
-@pytest.fixture
-def recorded_harness(monkeypatch: pytest.MonkeyPatch) -> EvaluationLog:
-    log = EvaluationLog()
-    monkeypatch.setattr(services, "harness_evaluator", recorded_evaluators(log))
-    return log
 
 
 def optimize(capsys: pytest.CaptureFixture[str], *flags: str, run_dir: str = "run") -> Finished:

@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures.graph.e2e_driver import state_matcher
-from fixtures.graph.scenario import offered_techniques, role_replies
+from fixtures.graph.scenario import matches_nearest_state, offered_techniques, role_replies
 from fixtures.graph.scripted_chat import ScriptedChatModel, ScriptedChatModels
 from gpu.cases import EXAMPLES, SANITIZED, SOFTMAX, SWISH, SanitizerCase
 from langchain_core.messages import BaseMessage
@@ -102,7 +101,8 @@ def _lowering(messages: list[BaseMessage]) -> CudaAnswer:
 
 
 def test_a_run_retries_a_crash_and_a_sanitizer_error_with_their_reports(tmp_path: Path) -> None:
-    models = {role: ScriptedChatModel(then=reply) for role, reply in role_replies(_lowering, state_matcher).items()}
+    models = {role: ScriptedChatModel(then=reply)
+              for role, reply in role_replies(_lowering, matches_nearest_state).items()}
     kb_path = tmp_path / "kb" / "kb.json"
     KnowledgeBase.create(kb_path)
     context = RunContext(iterations=1, trajectories=1, depth=1, kb_path=str(kb_path), run_dir=str(tmp_path / "run"),
