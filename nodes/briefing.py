@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from importlib import resources
 
 import torch
 
@@ -20,6 +19,7 @@ from kernelblaster.harness.precision import PrecisionPolicy, Tolerance, toleranc
 from kernelblaster.harness.profile import KernelShare
 from kernelblaster.harness.references import LARGE_SCALE, TINY_SCALE
 from kernelblaster.kb.snippets import starting_point_for
+from kernelblaster.nodes.prompting import prompt_file
 from kernelblaster.tools.text_sections import TextSections
 
 TEXT_FILE = "briefing.txt"
@@ -32,8 +32,7 @@ KERNEL_NAME_CHARS = 100
 
 @functools.cache
 def briefing_text() -> TextSections:
-    text = resources.files("kernelblaster.nodes").joinpath("prompts", TEXT_FILE).read_text()
-    return TextSections.parse(TEXT_FILE, text)
+    return TextSections.parse(TEXT_FILE, prompt_file(TEXT_FILE))
 
 
 def gpu_section(facts: RunFacts | None) -> str:

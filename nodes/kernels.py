@@ -5,10 +5,8 @@ compute-sanitizer's memcheck where it runs), and the LLM soft verification.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
-from importlib import resources
 from string import Template
 from typing import Any, Self
 
@@ -19,7 +17,7 @@ from kernelblaster.graph.run_files import RunFiles
 from kernelblaster.graph.services import BuiltCandidate, Evaluator, RunResources
 from kernelblaster.graph.state import Candidate, Feedback, KernelRef, TokenUsage
 from kernelblaster.harness.result import NOT_THE_CANDIDATES, EvalResult
-from kernelblaster.nodes.prompting import load_prompt
+from kernelblaster.nodes.prompting import load_prompt, prompt_file
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.sanitizer import SanitizerResult, render_sanitizer_report
 
@@ -54,7 +52,7 @@ class CudaAnswer(BaseModel):
 
     @classmethod
     def text_format(cls) -> str:
-        return _answer_form()
+        return prompt_file("answer_cuda.txt").strip()
 
     @classmethod
     def from_text(cls, text: str) -> Self:
@@ -92,11 +90,6 @@ class CudaAnswer(BaseModel):
         named = _TECHNIQUE_COMMENT.match(source)
         return cls(technique=named.group(1).lower() if named else None, explanation="written by hand",
                    cuda_source=source)
-
-
-@functools.cache
-def _answer_form() -> str:
-    return resources.files("kernelblaster.nodes").joinpath("prompts/answer_cuda.txt").read_text().strip()
 
 
 def _split_code_block(text: str) -> tuple[list[str], str]:
@@ -160,10 +153,10 @@ def run_failure_feedback(resources: RunResources, candidate: Candidate, result: 
     driver's last output, both in the summary), and for a crash memcheck's report of the same call."""
     if result.verdict == "timeout":
         timeout_s = f"{resources.context.kernel_timeout_s:g}"
-        message = _fragment("hung").substitute(error=result.summary, timeout_s=timeout_s)
+        message = Template(prompt_file("hung.txt")).substitute(error=result.summary, timeout_s=timeout_s)
     else:
         report = diagnose_on_gpu(resources, candidate)
-        message = _fragment("crashed").substitute(error=result.summary, diagnosis=_diagnosis(report))
+        message = Template(prompt_file("crashed.txt")).substitute(error=result.summary, diagnosis=_diagnosis(report))
     return Feedback(stage="run", candidate_source=candidate.source, message=message.strip())
 
 
@@ -173,11 +166,6 @@ def _diagnosis(report: SanitizerResult | None) -> str:
     if report.status == "errors":
         return f"compute-sanitizer's memcheck, run on the same call, reports:\n{render_sanitizer_report(report)}"
     return f"compute-sanitizer's memcheck, run on the same call, could not say where: {report.reason or 'no errors'}"
-
-
-@functools.cache
-def _fragment(name: str) -> Template:
-    return Template(resources.files("kernelblaster.nodes").joinpath(f"prompts/{name}.txt").read_text())
 
 
 def diagnose_on_gpu(resources: RunResources, candidate: Candidate) -> SanitizerResult | None:
@@ -199,10 +187,9 @@ def feedback_section(files: RunFiles, feedback: Feedback | None) -> str:
     """The retry part of a lowering prompt: the code that failed and why (empty on a first try)."""
     if feedback is None:
         return ""
-    what = _FAILED_HOW[feedback.stage]
-    return (f"\n## Your previous attempt {what}\n{feedback.message}\n\n"
-            f"The previous attempt's code:\n```cuda\n{files.read(feedback.candidate_source)}\n```\n"
-            "Fix the problem and answer with the complete corrected file.\n")
+    return Template(prompt_file("retry.txt")).substitute(
+        failed_how=_FAILED_HOW[feedback.stage], message=feedback.message,
+        source=files.read(feedback.candidate_source))
 
 
 def measured_kernel(candidate: Candidate, result: EvalResult, result_path: str) -> KernelRef:

@@ -1,5 +1,6 @@
-"""Prompts as text files beside the nodes: `prompts/<name>.system.txt` and `prompts/<name>.user.txt`; and
-the limits of an answer schema, stated in words for the prompt (`answer_limits`).
+"""Prompts as text files beside the nodes: `prompts/<name>.system.txt` and `prompts/<name>.user.txt`, and
+fragments that nodes fill in (`prompt_file`); and the limits of an answer schema, stated in words for the
+prompt (`answer_limits`).
 
 The user part is a `string.Template`: `${field}` is filled from the node's values, and a missing field is
 an error, not a silently empty hole. CUDA and JSON braces in the text need no escaping.
@@ -41,11 +42,16 @@ class Prompt:
 
 
 @functools.cache
+def prompt_file(file_name: str) -> str:
+    """The text of `prompts/<file_name>` beside the nodes."""
+    return resources.files("kernelblaster.nodes").joinpath("prompts", file_name).read_text()
+
+
+@functools.cache
 def load_prompt(name: str) -> Prompt:
-    folder = resources.files("kernelblaster.nodes").joinpath("prompts")
-    user = Template(folder.joinpath(f"{name}.user.txt").read_text())
+    user = Template(prompt_file(f"{name}.user.txt"))
     check_static_first(name, user)
-    return Prompt(system=folder.joinpath(f"{name}.system.txt").read_text().strip(), user=user)
+    return Prompt(system=prompt_file(f"{name}.system.txt").strip(), user=user)
 
 
 def check_static_first(name: str, template: Template) -> None:
