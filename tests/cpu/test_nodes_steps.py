@@ -99,6 +99,16 @@ def test_a_step_after_a_failed_one_starts_without_its_attempts_failures_or_feedb
     assert "did not compile" not in models["lowering"].prompts[3][1].content
 
 
+def test_a_retry_prompt_shows_how_the_attempt_failed_with_its_message_and_its_code(tmp_path: Path) -> None:
+    _, models = _run(tmp_path, [initial_kernel(), applies_first_offered("compile_error"),
+                                applies_first_offered("ok 0.5"), applies_first_offered("ok 0.4")],
+                     compile_retries=1)
+    retry = models["lowering"].prompts[2][1].content
+    assert "## Your previous attempt did not compile\n" in retry
+    assert "The previous attempt's code:\n```cuda\n" in retry and "// RECORDED: compile_error" in retry
+    assert "```\nFix the problem and answer with the complete corrected file.\n" in retry
+
+
 def test_a_state_value_refuses_a_misspelt_field() -> None:
     with pytest.raises(ValidationError, match="atempts"):
         StepProgress().replace(atempts=1)
