@@ -102,6 +102,11 @@ def write_text_atomically(path: Path, text: str) -> None:
 class RunFiles:
     """One run directory."""
 
+    # What setup measured before the first kernel, relative to the root (as `save` and `read` take paths).
+    BASELINE_TIMING = "baseline/timing.json"
+    BASELINE_PROFILE = "baseline/profile.json"
+    FACTS = "baseline/facts.json"
+
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
 

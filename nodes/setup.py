@@ -15,7 +15,7 @@ import secrets
 from pathlib import Path
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from kernelblaster.graph.context import RunContext
 from kernelblaster.graph.preflight import check_started_run
@@ -26,7 +26,6 @@ from kernelblaster.graph.state import BaselineSummary, OptimizationState, RunFac
 from kernelblaster.harness.profile import ProfileReport, top_kernels
 from kernelblaster.kb.operations import OperationKind
 
-FACTS_FILE = "baseline/facts.json"
 PYTORCH_KERNELS_SHOWN = 3
 
 
@@ -44,16 +43,16 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
         baseline = evaluator.baseline()
         profile = evaluator.profile_baseline() if runtime.context.profile else None
         gpu, roofline, operations = evaluator.gpu_facts(), evaluator.roofline_floor(), evaluator.operation_kinds()
-    files.save("baseline/timing.json", baseline)
+    files.save(files.BASELINE_TIMING, baseline)
     if profile is not None:
-        files.save("baseline/profile.json", profile)
+        files.save(files.BASELINE_PROFILE, profile)
     summary = BaselineSummary(eager_ms=baseline.eager.median_ms,
                               compile_ms=baseline.compiled.median_ms if baseline.compiled else None,
                               best_ms=baseline.best_ms)
     kernels = top_kernels(profile, PYTORCH_KERNELS_SHOWN) if isinstance(profile, ProfileReport) else None
     facts = RunFacts(gpu=gpu, baseline=summary, roofline=roofline, pytorch_kernels=kernels,
                      operations=_operations_to_offer_for(runtime.context, operations))
-    files.save(FACTS_FILE, facts)
+    files.save(files.FACTS, facts)
     compiled = f", torch.compile {summary.compile_ms:.4f} ms" if summary.compile_ms is not None else ""
     write_note(runtime, ProgressNote(node="setup", text=f"PyTorch eager {summary.eager_ms:.4f} ms{compiled} "
                                                         f"on {gpu.name}"))
@@ -92,6 +91,7 @@ def _operations_to_offer_for(context: RunContext, measured: list[OperationKind] 
     if context.replay_from is None:
         return measured
     try:
-        return _RecordedOperations.model_validate_json((Path(context.replay_from) / FACTS_FILE).read_bytes()).operations
-    except (OSError, ValidationError):
+        recorded = RunFiles(context.replay_from).read(RunFiles.FACTS)
+        return _RecordedOperations.model_validate_json(recorded).operations
+    except (OSError, ValueError):  # unreadable, not text, or not the facts (ValidationError is a ValueError)
         return None
