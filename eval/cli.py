@@ -144,8 +144,27 @@ def run_resume(options: ResumeOptions) -> int:
     from kernelblaster.eval.runner import resume_suite
 
     root = Path(options.suite_dir)
+    _check_resumable_here(root, options.ray)
     return _finish(root, resume_suite(root, display=SuiteDisplay(sys.stdout), ray_address=options.ray,
                                       token_limit=options.suite_token_limit))
+
+
+def _check_resumable_here(root: Path, ray: str | None) -> None:
+    """Where problems are left to run, the checks `bench run` makes before it starts (the endpoint, a GPU):
+    a problem started here without them would fail, and a failed problem is not run again."""
+    from kernelblaster.eval.suite import open_suite
+    from kernelblaster.graph.services import Services
+
+    suite = open_suite(root)
+    try:
+        left = any(row.status in ("pending", "running") for row in suite.db.problems())
+        context = suite.config.context
+    finally:
+        suite.db.close()
+    if left:
+        Services().check(context)
+        if ray is None:
+            _require_gpu()
 
 
 def run_report(options: ReportOptions) -> int:

@@ -192,6 +192,17 @@ def test_resuming_or_reporting_a_baselines_directory_says_it_holds_baselines_not
                                                               "baseline`, not a suite")
 
 
+def test_resuming_a_suite_with_problems_left_where_no_gpu_is_visible_is_refused_and_changes_no_row(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    root = tmp_path / "suite"
+    create_suite(root, suite_config()).db.close()
+    before = (root / DATABASE_NAME).read_bytes()
+    _fails_in_one_line(["bench", "resume", str(root)], capsys, "no CUDA GPU is visible")
+    assert (root / DATABASE_NAME).read_bytes() == before
+
+
 def test_a_suite_is_not_created_in_a_baselines_directory(tmp_path: Path) -> None:
     root = _timed_baselines(tmp_path / "baselines")
     with pytest.raises(UserFacingError, match=r"holds the PyTorch baselines .*; give the suite another --out"):
