@@ -45,6 +45,9 @@ def parse_levels(text: str) -> list[int]:
     return levels
 
 
+MAX_RANGE = 100_000
+
+
 def parse_ranges(text: str) -> set[int]:
     """`1-20,23` -> {1, ..., 20, 23}."""
     numbers: set[int] = set()
@@ -52,7 +55,11 @@ def parse_ranges(text: str) -> set[int]:
         found = _RANGE.match(part)
         if found is None or (found.group(2) and int(found.group(2)) < int(found.group(1))):
             raise UserFacingError(f"--problems {text}: {part!r} is not a number or a range like 1-20")
-        numbers.update(range(int(found.group(1)), int(found.group(2) or found.group(1)) + 1))
+        first, last = int(found.group(1)), int(found.group(2) or found.group(1))
+        # Every number asked for must exist, so a range this long can only fail, after filling memory first.
+        if last - first >= MAX_RANGE:
+            raise UserFacingError(f"--problems {text}: {part!r} spans more than {MAX_RANGE:,} problem numbers")
+        numbers.update(range(first, last + 1))
     return numbers
 
 

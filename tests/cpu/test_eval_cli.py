@@ -36,6 +36,7 @@ def _fails_in_one_line(argv: list[str], capsys: pytest.CaptureFixture[str], expe
     (["--level", "4"], "has levels 1, 2"),
     (["--problems", "300-310"], "no problem numbered 300"),
     (["--problems", "x-y"], "not a number or a range"),
+    (["--problems", "1-99999999999"], "spans more than 100,000 problem numbers"),
     (["--llm", "human"], "--llm human"),
 ])
 def test_bad_suite_selections_and_options_are_one_line_errors_that_write_nothing(
