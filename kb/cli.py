@@ -30,6 +30,7 @@ class ShowOptions(KBOptions):
 
 class ExportOptions(KBOptions):
     output: PathText
+    force: bool = False
 
 
 class ImportOptions(KBOptions):
@@ -68,6 +69,7 @@ def add_commands(subparsers: Subcommands) -> None:
     export = add_command(commands, "export", help="write the KB's JSON to a file or stdout", options=ExportOptions,
                          run=run_export)
     export.add_argument("output", help="destination file, or - for standard output")
+    export.add_argument("--force", action="store_true", help="replace the destination file if it exists")
     _add_kb_flags(export)
     load = add_command(commands, "import", help="validate a KB file and make it the KB", options=ImportOptions,
                        run=run_import)
@@ -148,7 +150,7 @@ def run_export(options: ExportOptions) -> int:
         return 0
     destination = Path(options.output)
     try:
-        unwritable = _unwritable_destination(destination)
+        unwritable = _unwritable_destination(destination, options.force)
         if unwritable is None:
             write_atomically(destination, data)
     except OSError as error:
@@ -159,13 +161,17 @@ def run_export(options: ExportOptions) -> int:
     return 0
 
 
-def _unwritable_destination(destination: Path) -> str | None:
+def _unwritable_destination(destination: Path, force: bool) -> str | None:
     """Why an export cannot be written at `destination`, in the user's terms (the OS would say "File exists"
-    of a folder on the way that is a file); None if it may be."""
+    of a folder on the way that is a file); None if it may be. Only a regular file is ever replaced."""
     from kernelblaster.tools.files import directory_problem
 
     if destination.is_dir():
         return "it is a directory"
+    if destination.exists() and not destination.is_file():
+        return "it exists and is not a regular file (a device, a pipe or a socket)"
+    if destination.exists() and not force:
+        return "it exists (add --force to replace it)"
     problem = directory_problem(destination.parent)
     return f"its folder {destination.parent} {problem}" if problem is not None else None
 

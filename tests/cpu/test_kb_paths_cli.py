@@ -116,6 +116,30 @@ def test_exporting_where_nothing_can_be_written_is_one_line(destination: str, co
     assert folder_picture(tmp_path) == before
 
 
+def test_exporting_over_an_existing_file_is_refused_without_force(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    KnowledgeBase.create(tmp_path / "kb.json")
+    (tmp_path / "precious.json").write_text("precious")
+    finished = kernelblaster(capsys, "kb", "export", "precious.json", "--kb", "kb.json")
+    assert finished.status == 2
+    assert finished.error_line == "cannot write precious.json: it exists (add --force to replace it)"
+    assert (tmp_path / "precious.json").read_text() == "precious"
+
+
+def test_exporting_with_force_replaces_an_existing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    KnowledgeBase.create(tmp_path / "kb.json")
+    (tmp_path / "old.json").write_text("old")
+    assert kernelblaster(capsys, "kb", "export", "old.json", "--kb", "kb.json", "--force").status == 0
+    assert (tmp_path / "old.json").read_bytes() == (tmp_path / "kb.json").read_bytes()
+
+
+def test_exporting_onto_a_device_is_refused_even_with_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    KnowledgeBase.create(tmp_path / "kb.json")
+    finished = kernelblaster(capsys, "kb", "export", "/dev/null", "--kb", "kb.json", "--force")
+    assert finished.status == 2 and "it exists and is not a regular file" in finished.error_line
+    assert Path("/dev/null").is_char_device()
+
+
 def test_a_kb_that_is_a_symbolic_link_is_written_through_and_stays_a_link(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     KnowledgeBase.create(tmp_path / "real.json")
