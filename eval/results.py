@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from kernelblaster.tools.errors import UserFacingError
 
@@ -166,11 +166,20 @@ class ResultsDB:
         if not path.exists() and not create:
             raise UserFacingError(f"{path.parent}: not a suite directory (no {path.name})")
         connection = sqlite3.connect(path, check_same_thread=False)
-        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        try:
+            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            tables = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        except sqlite3.DatabaseError as error:
+            connection.close()
+            raise UserFacingError(f"{path}: not a kernelblaster results database ({error}); left untouched") from None
         if version > SCHEMA_VERSION:
             connection.close()
             raise UserFacingError(f"{path}: written by a newer kernelblaster (results schema v{version}; this one "
                                   f"reads v{SCHEMA_VERSION}); left untouched")
+        if version == 0 and (tables or not create):
+            # Someone else's database (or an empty file where a suite was expected): never ours to change.
+            connection.close()
+            raise UserFacingError(f"{path}: not a kernelblaster results database; left untouched")
         if version == 0:
             with connection:
                 connection.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
@@ -186,7 +195,11 @@ class ResultsDB:
 
     def get_meta(self, key: str, model: type[Model]) -> Model | None:
         row = self._connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return model.model_validate_json(row[0]) if row else None
+        try:
+            return model.model_validate_json(row[0]) if row else None
+        except ValidationError:
+            raise UserFacingError(f"{self.path}: its {key} record is damaged (not a valid {model.__name__}); "
+                                  "left untouched") from None
 
     def set_meta(self, key: str, value: BaseModel) -> None:
         with self.transaction() as db:
@@ -211,7 +224,11 @@ class ResultsDB:
         cursor = self._connection.execute(
             "SELECT position, problem_id, level, number, path, status, run_dir, kb_version_before, kb_version_after, "
             f"{', '.join(_RESULT_COLUMNS)} FROM problems ORDER BY position")
-        return [_problem_row(row, tokens.get(row[0], [])) for row in cursor]
+        try:
+            return [_problem_row(row, tokens.get(row[0], [])) for row in cursor]
+        except ValidationError as error:
+            raise UserFacingError(f"{self.path}: a problem's row is damaged ({error.error_count()} invalid "
+                                  "field(s)); left untouched") from None
 
     def mark_running(self, position: int, run_dir: str, kb_version_before: int | None) -> None:
         with self.transaction() as db:

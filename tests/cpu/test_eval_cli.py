@@ -204,6 +204,34 @@ def test_resuming_a_suite_with_problems_left_where_no_gpu_is_visible_is_refused_
     assert (root / DATABASE_NAME).read_bytes() == before
 
 
+@pytest.mark.parametrize("command", ["resume", "report"])
+def test_a_results_file_that_is_not_a_database_is_refused_untouched(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    (tmp_path / DATABASE_NAME).write_bytes(b"garbage, not SQLite")
+    _fails_in_one_line(["bench", command, str(tmp_path)], capsys, "not a kernelblaster results database")
+    assert (tmp_path / DATABASE_NAME).read_bytes() == b"garbage, not SQLite"
+
+
+def test_someone_elses_sqlite_database_is_refused_untouched(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    with sqlite3.connect(tmp_path / DATABASE_NAME) as other:
+        other.execute("CREATE TABLE meta (anything TEXT)")
+    other.close()
+    before = (tmp_path / DATABASE_NAME).read_bytes()
+    _fails_in_one_line(["bench", "report", str(tmp_path)], capsys, "not a kernelblaster results database")
+    assert (tmp_path / DATABASE_NAME).read_bytes() == before
+
+
+def test_a_suite_whose_configuration_record_is_damaged_is_a_one_line_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "suite"
+    create_suite(root, suite_config()).db.close()
+    with sqlite3.connect(root / DATABASE_NAME) as db:
+        db.execute("UPDATE meta SET value = '{\"broken\": 1}' WHERE key = 'config'")
+    db.close()
+    _fails_in_one_line(["bench", "report", str(root)], capsys, "its config record is damaged")
+
+
 def test_a_suite_is_not_created_in_a_baselines_directory(tmp_path: Path) -> None:
     root = _timed_baselines(tmp_path / "baselines")
     with pytest.raises(UserFacingError, match=r"holds the PyTorch baselines .*; give the suite another --out"):
