@@ -22,7 +22,7 @@ from typing import Generic
 
 from langchain_core.messages import BaseMessage
 from langchain_openai import ChatOpenAI
-from pydantic import SecretStr
+from pydantic import SecretStr, TypeAdapter, ValidationError
 
 from kernelblaster.graph.agents import Agent, AgentFailed, Answer, AnswerJournal, BudgetExhausted, Question, T, no_usage
 from kernelblaster.graph.answers import Reading, correction, cut_off, first_messages, read_reply
@@ -33,6 +33,7 @@ from kernelblaster.graph.quirks import EndpointQuirks
 from kernelblaster.graph.recording import LLM_LOG, ExchangeOutcome, ExchangeRecorder
 from kernelblaster.graph.state import TokenUsage
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.options import EndpointUrl
 
 API_KEY_VARIABLE = "OPENAI_API_KEY"
 BASE_URL_VARIABLE = "OPENAI_BASE_URL"
@@ -47,11 +48,24 @@ def check_endpoint(context: RunContext) -> None:
         recording = os.path.join(context.replay_from, LLM_LOG)
         if not os.path.isfile(recording):
             raise UserFacingError(f"--replay-from {context.replay_from}: no {LLM_LOG} there to replay")
+    variable_url = os.environ.get(BASE_URL_VARIABLE)
+    if context.llm == "openai" and context.base_url is None and variable_url:
+        _check_url_variable(variable_url)
     if context.llm == "openai" and not (os.environ.get(API_KEY_VARIABLE) or _base_url(context)):
         raise UserFacingError(
             f"no LLM endpoint configured: set {API_KEY_VARIABLE} (and {BASE_URL_VARIABLE} for a server other "
             "than OpenAI's), or pass --base-url URL, or answer the prompts yourself with --llm human"
         )
+
+
+def _check_url_variable(url: str) -> None:
+    # Checked as --base-url is: a malformed URL would fail every request at once, and the run would end as
+    # if no kernel could be written instead of stopping where it can be resumed.
+    try:
+        TypeAdapter(EndpointUrl).validate_python(url)
+    except ValidationError as error:
+        reason = error.errors()[0]["msg"].removeprefix("Value error, ")
+        raise UserFacingError(f"${BASE_URL_VARIABLE} {url!r}: {reason}") from None
 
 
 def chat_model(context: RunContext, role: Role) -> ChatOpenAI:

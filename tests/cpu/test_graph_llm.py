@@ -152,6 +152,18 @@ def test_a_base_url_alone_is_an_endpoint_and_a_human_needs_none(monkeypatch: pyt
     check_endpoint(RunContext(llm="human"))
 
 
+def test_a_malformed_base_url_variable_is_a_one_line_error_like_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", "notaurl")
+    with pytest.raises(UserFacingError, match=r"^\$OPENAI_BASE_URL 'notaurl': expected an http:// or https:// URL"):
+        check_endpoint(RunContext())
+
+
+def test_the_base_url_flag_stands_in_for_a_malformed_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "notaurl")
+    check_endpoint(RunContext(base_url="http://127.0.0.1:8000/v1"))
+
+
 def test_each_role_gets_its_own_model_when_configured() -> None:
     context = RunContext(model="small-model", role_models={"lowering": "big-model"}, base_url="http://127.0.0.1:1/v1")
     assert chat_model(context, "lowering").model_name == "big-model"
