@@ -194,10 +194,10 @@ def run_answer(options: AnswerOptions) -> int:
     except (OSError, UnicodeDecodeError) as error:
         raise UserFacingError(f"{options.file}: cannot read the answer ({error})") from None
     run = api.Run.open(options.run_dir)
-    return _advance(run, lambda display: run.answer(text, options.question, display.show))
+    return _advance(run, lambda display: run.answer(text, options.question, display.show), answered=True)
 
 
-def _advance(run: api.Run, drive: Callable[[ProgressDisplay], api.RunOutcome]) -> int:
+def _advance(run: api.Run, drive: Callable[[ProgressDisplay], api.RunOutcome], answered: bool = False) -> int:
     from kernelblaster.graph.progress import ProgressDisplay
 
     try:
@@ -205,10 +205,15 @@ def _advance(run: api.Run, drive: Callable[[ProgressDisplay], api.RunOutcome]) -
     except KeyboardInterrupt:
         print(f"kernelblaster: stopped; continue with `kernelblaster resume {run.files.root}`", file=sys.stderr)
         raise
-    return _report(outcome)
+    return _report(outcome, answered)
 
 
-def _report(outcome: api.RunOutcome) -> int:
+def _report(outcome: api.RunOutcome, answered: bool) -> int:
+    rejected = outcome.questions[0].question.previous_answer_problem if answered and outcome.questions else None
+    if rejected is not None:
+        print(f"kernelblaster: your answer could not be used: {rejected}; {RunFiles(outcome.run_dir).question} "
+              "asks again", file=sys.stderr)
+        return 2
     if outcome.status == "waiting_for_answer":
         print(f"waiting for your answer: read {RunFiles(outcome.run_dir).question}, then run "
               f"`kernelblaster answer {outcome.run_dir} --file ANSWER`")

@@ -77,11 +77,21 @@ def test_answering_every_prompt_drives_a_human_run_to_its_best_kernel(tmp_path: 
 
 def test_an_unusable_answer_is_asked_for_again_with_the_reason(tmp_path: Path) -> None:
     run_dir = _start(tmp_path)
-    assert _answer(tmp_path, run_dir, "__global__ void not_the_entry_point() {}") == 0
+    _answer(tmp_path, run_dir, "__global__ void not_the_entry_point() {}")
     pending = _pending(run_dir)
     assert pending.question.node == "write_initial"
     assert "kb_forward" in (pending.question.previous_answer_problem or "")
     assert "could not be used" in (run_dir / "question.md").read_text()
+
+
+def test_an_unusable_answer_exits_non_zero_with_one_line_saying_why(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = _start(tmp_path)
+    capsys.readouterr()
+    assert _answer(tmp_path, run_dir, "__global__ void not_the_entry_point() {}") == 2
+    output = capsys.readouterr()
+    assert output.err.count("\n") == 1 and "your answer could not be used: " in output.err
+    assert "kb_forward" in output.err and "waiting for your answer" not in output.out
 
 
 def test_answering_a_run_that_waits_for_nothing_is_a_one_line_error(tmp_path: Path,
@@ -112,7 +122,7 @@ def test_a_human_question_shows_the_models_answer_form_with_its_why_line(tmp_pat
 
 def test_a_human_answer_opening_with_a_technique_line_is_read_as_strictly_as_a_models(tmp_path: Path) -> None:
     run_dir = _start(tmp_path)
-    assert _answer(tmp_path, run_dir, f"technique: none\n```cuda\n{kernel('ok 0.9')}```\n```cuda\n```\n") == 0
+    assert _answer(tmp_path, run_dir, f"technique: none\n```cuda\n{kernel('ok 0.9')}```\n```cuda\n```\n") == 2
     pending = _pending(run_dir)
     assert pending.question.node == "write_initial"
     assert "code blocks" in (pending.question.previous_answer_problem or "")
