@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import read_text_file
 
 Order = Literal["given", "shuffle"]
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
@@ -116,7 +117,7 @@ def _numbered_files(directory: Path, level: int) -> list[SuiteProblem]:
 
 def _from_list(source: Path) -> list[SuiteProblem]:
     problems = []
-    for number, line in enumerate(source.read_text().splitlines(), start=1):
+    for number, line in enumerate(read_text_file(source, "the list of problems").splitlines(), start=1):
         entry = line.split("#", 1)[0].strip()
         if not entry:
             continue

@@ -56,7 +56,8 @@ class SuiteKB:
 
     def document_bytes(self, version: int) -> bytes:
         """The KB file content of `version`."""
-        return decompressed((self.directory / self._versions[version].file).read_bytes())
+        path = self.directory / self._versions[version].file
+        return decompressed(path.read_bytes(), path)
 
     def submit(self, position: int, changes: Sequence[KBChange]) -> list[KBVersionRow]:
         """Take problem `position`'s journal; apply it, and any waiting for it, once every problem before it is

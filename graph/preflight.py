@@ -21,7 +21,7 @@ from kernelblaster.harness.requirements import visible_gpu_count
 from kernelblaster.kb.paths import chosen_kb_path
 from kernelblaster.kb.store import read_document
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.files import directory_problem, require_file
+from kernelblaster.tools.files import directory_problem, read_text_file, require_file
 
 RUNS_DIRECTORY = Path("runs")
 
@@ -82,10 +82,7 @@ def default_run_directory(problem: Path) -> Path:
 
 def check_init_kernel(init: Path) -> Path:
     require_file(init, "the --init CUDA file")
-    try:
-        source = init.read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserFacingError(f"the --init CUDA file {init} cannot be read as text ({error})") from None
+    source = read_text_file(init, "the --init CUDA file")
     if not source.strip():
         raise UserFacingError(f"the --init CUDA file {init} is empty")
     return init.resolve()

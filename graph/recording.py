@@ -129,7 +129,12 @@ def _recorded_calls(message: AIMessage) -> list[RecordedToolCall]:
 
 def read_records(path: Path) -> list[ExchangeRecord]:
     """The exchanges of a `llm.jsonl`; a last line cut short by a kill is left out."""
-    lines = path.read_text().split("\n")
+    # Bytes, line by line: a line that is not UTF-8 is named like any other damaged line, and a kill that cut a
+    # character short in the last line loses only that line.
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError as error:
+        raise UserFacingError(f"{path}: cannot read the recording ({error.strerror or error})") from None
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():

@@ -21,7 +21,7 @@ from kernelblaster.graph.context import ROLES, STRUCTURED_OUTPUT_METHODS, RunCon
 from kernelblaster.graph.cost import load_prices, parse_price
 from kernelblaster.graph.run_files import RunFiles
 from kernelblaster.harness.precision_policy import PRECISION_POLICIES
-from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import read_text_file
 from kernelblaster.tools.options import Options, PathText, ReadableFile, Subcommands, add_command, nested
 
 # graph.api and graph.progress import LangGraph and torch: only a command that runs a graph imports them.
@@ -189,10 +189,7 @@ def run_resume(options: ResumeOptions) -> int:
 def run_answer(options: AnswerOptions) -> int:
     from kernelblaster.graph import api
 
-    try:
-        text = options.file.read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserFacingError(f"{options.file}: cannot read the answer ({error})") from None
+    text = read_text_file(options.file, "the answer")
     run = api.Run.open(options.run_dir)
     return _advance(run, lambda display: run.answer(text, options.question, display.show), answered=True)
 

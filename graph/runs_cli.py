@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from kernelblaster.graph.run_files import RunFiles, RunStatus
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import read_text_file
 from kernelblaster.tools.options import Options, PathText, Subcommands, add_command
 
 DEFAULT_RUNS_DIRECTORY = "runs"
@@ -78,7 +79,7 @@ def run_report(options: ReportOptions) -> int:
     files = RunFiles(Path(options.run_dir))
     files.read_record()
     if files.report_markdown.is_file():
-        print(files.report_markdown.read_text(), end="")
+        print(read_text_file(files.report_markdown, "the report"), end="")
         return 0
     status = files.read_status()
     reason = _WHY_NO_REPORT.get(_current(status) if status else "created", "its status is unknown")

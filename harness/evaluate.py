@@ -66,6 +66,7 @@ from kernelblaster.harness.verify import (
 from kernelblaster.kb.operations import OperationKind
 from kernelblaster.tools.driver_process import ClaimAllowance, DriverError, DriverProgram, DriverSession
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import read_text_file
 from kernelblaster.tools.sandbox import Sandbox, require_sandbox
 from kernelblaster.tools.sanitizer import SanitizerResult, SanitizerTool, locate_sanitizer
 from kernelblaster.tools.toolkit import ToolUnavailable
@@ -430,10 +431,7 @@ class CandidateEvaluator:
 
 def evaluate_candidate(problem_path: Path | str, candidate_path: Path | str, options: EvalOptions) -> EvalResult:
     problem = load_problem(problem_path)
-    try:
-        source = Path(candidate_path).read_text()
-    except OSError as error:
-        raise UserFacingError(f"{candidate_path}: cannot read the candidate ({error.strerror or error})") from None
+    source = read_text_file(Path(candidate_path), "the candidate")
     return CandidateEvaluator(problem, options).evaluate(source, str(candidate_path))
 
 

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import read_text_file
 
 # Generous: KernelBench problems import in well under a second and build multi-GB inputs in seconds.
 PROBLEM_STEP_TIMEOUT_S = 120.0
@@ -131,10 +132,7 @@ def outputs_as_list(output: Any, problem: Problem) -> list[torch.Tensor]:
 
 def load_problem(path: Path | str) -> Problem:
     path = Path(path)
-    try:
-        source = path.read_text()
-    except OSError as error:
-        raise ProblemError(f"{path}: cannot read the problem file ({error.strerror or error})") from None
+    source = read_text_file(path, "the problem file", ProblemError)
     sha256 = hashlib.sha256(source.encode()).hexdigest()
     module = _execute_module(path, sha256)
     model_class = getattr(module, "Model", None)

@@ -15,10 +15,12 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelblaster.kb.errors import KBFileError
 from kernelblaster.kb.safe_files import replace_as_sole_writer
 
 COMPRESSED_SUFFIX = ".json.gz"
@@ -66,12 +68,18 @@ def kept(folder: Path) -> dict[str, list[int]]:
 def read_snapshot(folder: Path, run_id: str, iteration: int) -> tuple[Path, bytes]:
     """The file of a kept snapshot and its KB content (decompressed); `KeyError` if it is not kept."""
     path = _files(folder).get(run_id, {})[iteration]
-    return path, decompressed(path.read_bytes())
+    return path, decompressed(path.read_bytes(), path)
 
 
-def decompressed(data: bytes) -> bytes:
-    """KB file content from a snapshot's bytes, compressed or not."""
-    return gzip.decompress(data) if data.startswith(_GZIP_MAGIC) else data
+def decompressed(data: bytes, source: Path) -> bytes:
+    """KB file content from the bytes of `source` (a snapshot, an export), compressed or not; compressed bytes
+    that are damaged (cut short, corrupted) are a one-line error naming `source`."""
+    if not data.startswith(_GZIP_MAGIC):
+        return data
+    try:
+        return gzip.decompress(data)
+    except (EOFError, OSError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
+        raise KBFileError(source, f"not a valid gzip file: damaged or cut short ({error})") from None
 
 
 def trim(folder: Path, policy: SnapshotPolicy = DEFAULT_POLICY, writing: str | None = None) -> None:

@@ -322,4 +322,4 @@ def trim_snapshots(kb_path: Path, policy: SnapshotPolicy) -> None:
 def read_document(path: Path) -> KBDocument:
     """The validated document of a KB file or a snapshot (compressed or not; an older version migrated in
     memory only); nothing is written."""
-    return decode(path, snapshots.decompressed(_read_bytes(path))).document
+    return decode(path, snapshots.decompressed(_read_bytes(path), path)).document

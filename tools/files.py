@@ -46,6 +46,16 @@ def file_problem(path: Path) -> str | None:
     return None
 
 
+def read_text_file(path: Path, what: str, error: type[UserFacingError] = UserFacingError) -> str:
+    """The text of `path`, `what` it is ("the problem file"); unreadable or not UTF-8, a one-line `error`."""
+    try:
+        return path.read_text()
+    except OSError as failure:
+        raise error(f"{path}: cannot read {what} ({failure.strerror or failure})") from None
+    except UnicodeDecodeError as failure:
+        raise error(f"{path}: {what} is not UTF-8 text (byte {failure.start})") from None
+
+
 def require_file(path: Path, what: str) -> Path:
     """`path`, if it is a readable file; else a one-line error naming `what` it is ("the problem file")."""
     problem = file_problem(path)

@@ -1,4 +1,5 @@
-"""Fixtures shared by the CPU tests: the shipped seed KB, and the recorded stand-in for the GPU harness."""
+"""Fixtures shared by the CPU tests: the shipped seed KB, the recorded stand-in for the GPU harness, and a fresh
+working directory for the command line."""
 
 from __future__ import annotations
 
@@ -26,3 +27,14 @@ def recorded_harness(monkeypatch: pytest.MonkeyPatch) -> EvaluationLog:
     log = EvaluationLog()
     monkeypatch.setattr(services, "harness_evaluator", recorded_evaluators(log))
     return log
+
+
+@pytest.fixture
+def fresh_cli_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The command line run from an empty `tmp_path`, with no KB, endpoint or data folder of the machine's."""
+    monkeypatch.delenv("KERNELBLASTER_KB", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

@@ -52,7 +52,7 @@ def _rows(root: Path) -> list[ProblemRow]:
 
 
 def _kb_document(path: Path) -> KBDocument:
-    return decode(path, decompressed(path.read_bytes())).document
+    return decode(path, decompressed(path.read_bytes(), path)).document
 
 
 def _learning(document: KBDocument) -> str:
@@ -80,7 +80,8 @@ def test_the_one_writer_applies_each_problems_journal_in_suite_order(finished_su
         replay(expected, read_changes(RunFiles(suite.run_dir(version.position or 0)).kb_journal))
         assert _learning(_kb_document(finished_suite / "kb" / version.file)) == _learning(expected)
     latest = finished_suite / "kb" / LATEST_NAME
-    assert latest.read_bytes() == decompressed((finished_suite / "kb" / versions[-1].file).read_bytes())
+    newest = finished_suite / "kb" / versions[-1].file
+    assert latest.read_bytes() == decompressed(newest.read_bytes(), newest)
 
 
 def test_each_problem_learns_from_its_own_kb_copy_and_never_touches_the_suite_kb(finished_suite: Path) -> None:

@@ -44,14 +44,9 @@ from kernelblaster.tools.toolkit import ToolUnavailable
 
 
 @pytest.fixture(autouse=True)
-def in_a_fresh_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("KERNELBLASTER_KB", raising=False)
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    monkeypatch.chdir(tmp_path)
-    KnowledgeBase.create(tmp_path / "kb.json")
-    (tmp_path / "empty.cu").write_text("")
+def in_a_fresh_directory(fresh_cli_directory: Path) -> None:
+    KnowledgeBase.create(fresh_cli_directory / "kb.json")
+    (fresh_cli_directory / "empty.cu").write_text("")
 
 
 def optimize(capsys: pytest.CaptureFixture[str], *flags: str, run_dir: str = "run") -> Finished:
