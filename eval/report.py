@@ -19,6 +19,8 @@ from kernelblaster.eval.metrics import BASELINE_FIELDS, Baseline, SpeedupSummary
 from kernelblaster.eval.published import OUR_PROTOCOL, PUBLISHED
 from kernelblaster.eval.results import STOPPED_BY, KBVersionRow, ProblemResult, ProblemRow
 from kernelblaster.eval.suite import Suite, SuiteEnding, open_suite
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import directory_problem
 
 FAST_P_TABLE = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
 AGAINST: dict[Baseline, str] = {"baseline": "faster of eager/compile", "eager": "eager", "compile": "torch.compile",
@@ -64,10 +66,21 @@ class SuiteData:
 
 
 def write_report(suite_dir: Path, compare: Sequence[Path], out: Path) -> list[Path]:
-    """Write report.md, report.html and the plots' PNG files to `out`; the files written."""
+    """Write report.md, report.html and the plots' PNG files to `out`; the files written. An `out` that cannot
+    be a folder is refused in one line, with nothing written."""
+    problem = directory_problem(out)
+    if problem is not None:
+        raise UserFacingError(f"the report folder {out} {problem}")
     main = _load(suite_dir)
     others = [_load(path) for path in compare]
     blocks = build_report(main, others)
+    try:
+        return _write_files(blocks, out, f"KernelBlaster suite {suite_dir.name}")
+    except OSError as error:  # directory_problem cannot foresee every refusal (/proc, a full disk)
+        raise UserFacingError(f"cannot write the report to {out} ({error.strerror or error})") from None
+
+
+def _write_files(blocks: Sequence[Block], out: Path, title: str) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for block in blocks:
@@ -75,7 +88,7 @@ def write_report(suite_dir: Path, compare: Sequence[Path], out: Path) -> list[Pa
             (out / block.name).write_bytes(block.png)
             written.append(out / block.name)
     (out / "report.md").write_text(render_markdown(blocks))
-    (out / "report.html").write_text(render_html(blocks, f"KernelBlaster suite {suite_dir.name}"))
+    (out / "report.html").write_text(render_html(blocks, title))
     return [out / "report.md", out / "report.html", *written]
 
 

@@ -30,6 +30,7 @@ from kernelblaster.eval.worker import ProblemBudget
 from kernelblaster.graph.context import Memory, RunContext
 from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import directory_problem
 
 # continual: start from the user's KB and learn; fresh: start from the seed KB and learn; frozen: read the
 # user's KB, never write it; none: no KB at all.
@@ -173,9 +174,14 @@ def _holds_baselines_only(root: Path) -> bool:
 
 @contextmanager
 def runner_lock(root: Path) -> Iterator[None]:
-    """Hold the suite for one runner; another runner is refused while it runs."""
-    root.mkdir(parents=True, exist_ok=True)
-    handle = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    """Hold the suite for one runner; another runner is refused while it runs. A `root` that cannot be one is
+    refused in one line before anything is written (see `require_results_directory`)."""
+    require_results_directory(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        handle = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:  # directory_problem cannot foresee every refusal (/proc, a full disk)
+        raise UserFacingError(f"the directory {root} cannot be used ({error.strerror or error})") from None
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -188,6 +194,28 @@ def runner_lock(root: Path) -> Iterator[None]:
         yield
     finally:
         os.close(handle)
+
+
+def require_results_directory(root: Path) -> None:
+    """Refuse a `root` that cannot hold a suite's (or `bench baseline`'s) files: a file, a folder that cannot be
+    created or written, or a folder of other files; a suite keeps its files apart, as a run does. A folder that
+    holds a results database is one of ours: `create_suite`, `open_suite` and the baselines say what it holds."""
+    problem = directory_problem(root)
+    if problem is not None:
+        raise UserFacingError(f"the directory {root} {problem}")
+    if _holds_other_files(root):
+        raise UserFacingError(f"the directory {root} is not empty and holds no suite or baselines; name a new one "
+                              "(a suite keeps its files apart from everything else)")
+
+
+def _holds_other_files(root: Path) -> bool:
+    if not root.is_dir() or (root / DATABASE_NAME).exists():
+        return False
+    try:
+        # The lock a refused or killed runner left behind is the suite's own, not another's file.
+        return any(entry.name != LOCK_NAME for entry in root.iterdir())
+    except OSError as error:
+        raise UserFacingError(f"the directory {root} cannot be read ({error.strerror or error})") from None
 
 
 def _start_kb_bytes(config: SuiteConfig) -> bytes:

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from kernelblaster.harness.static_check import StaticViolation, check_source
 from kernelblaster.tools.driver_process import DriverProgram
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import directory_problem
 from kernelblaster.tools.nvcc import (
     CompileResult,
     CompilerMessage,
@@ -49,6 +50,7 @@ SOURCE_NAME = "candidate.cu"
 HEADER_NAME = "kb_problem.h"
 OBJECT_NAME = "candidate.o"
 LIBRARY_NAME = "candidate.so"
+CACHE_VARIABLE = "KERNELBLASTER_CACHE"  # where the cache is (else ~/.cache/kernelblaster)
 
 # Compiler and assembler messages about a file they could not open, and the path they name.
 _MISSING_FILE = re.compile(
@@ -101,7 +103,8 @@ def build_candidate(
 ) -> BuildResult:
     """Write the candidate and its header into `workdir` and build its driver library there."""
     allow = validate_allow(allow)
-    workdir.mkdir(parents=True, exist_ok=True)
+    make_cache_folder(workdir)
+    make_cache_folder(cache_dir)
     source_path, header_path = workdir / SOURCE_NAME, workdir / HEADER_NAME
     source_path.write_text(source)
     header_path.write_text(header)
@@ -139,6 +142,22 @@ def build_candidate(
         result.program = DriverProgram(launcher=driver_launcher(cache_dir, sandbox), library=result.link.output,
                                        library_dirs=tuple(library_dirs(libraries)))
     return result
+
+
+def make_cache_folder(folder: Path) -> None:
+    """Create `folder` of the cache, or raise a one-line error saying why it cannot be (the cache set to a file,
+    or to a place nothing can be created, such as /proc) and, where it is, the variable that set it."""
+    problem = directory_problem(folder)
+    if problem is None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            return
+        except OSError as error:  # directory_problem cannot foresee every refusal (/proc, a full disk)
+            problem = f"cannot be created ({error.strerror or error})"
+    configured = os.environ.get(CACHE_VARIABLE)
+    if configured and folder.is_relative_to(configured):
+        raise UserFacingError(f"{CACHE_VARIABLE}={configured}: the cache folder {folder} {problem}")
+    raise UserFacingError(f"the cache folder {folder} {problem} (set {CACHE_VARIABLE} to use another cache)")
 
 
 def driver_object(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> CompileResult:
@@ -205,7 +224,7 @@ def _library_problem(name: str, arch: str, cache_dir: Path, sandbox: Sandbox | N
     """Why a tiny program using the library does not build here, or None when it does."""
     library = next(library for library in LIBRARIES if library.name == name)
     workdir = cache_dir / "library-probes" / name
-    workdir.mkdir(parents=True, exist_ok=True)
+    make_cache_folder(workdir)
     source = workdir / "probe.cu"
     source.write_text(f"#include <{library.header}>\nint main() {{ return 0; }}\n")
     compiled = compile_object(source, workdir / "probe.o", arch=arch, include_dirs=[], cache_dir=None, sandbox=sandbox)

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kernelblaster.harness.analysis import analyse_problem
 from kernelblaster.harness.baseline import baseline_for
 from kernelblaster.harness.buffers import SharedMemoryPool, SharedSet
-from kernelblaster.harness.build import BuildResult, build_candidate, check_libraries_installed
+from kernelblaster.harness.build import CACHE_VARIABLE, BuildResult, build_candidate, check_libraries_installed
 from kernelblaster.harness.gpu_facts import GpuFacts, read_gpu_facts
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.memory_plan import GpuMemory, MemoryPlan, ProblemSizes, plan_memory
@@ -84,7 +84,7 @@ CALIBRATION_CALLS = (4, 24)  # two requests: the difference per call leaves out 
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("KERNELBLASTER_CACHE", Path.home() / ".cache" / "kernelblaster"))
+    return Path(os.environ.get(CACHE_VARIABLE, Path.home() / ".cache" / "kernelblaster"))
 
 
 def gpu_available() -> bool:

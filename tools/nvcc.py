@@ -27,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import write_atomically
@@ -446,6 +446,7 @@ def demangle(names: list[str]) -> dict[str, str]:
 # Object cache
 # ---------------------------------------------------------------------------------------------------
 _HEADER_SUFFIXES = {".h", ".hpp", ".hh", ".cuh", ".inl"}
+ELF_MAGIC = b"\x7fELF"  # how every object nvcc -c writes on Linux begins; a cached one that does not is damaged
 
 
 def _cache_key(source: Path, include_dirs: list[Path], flags: list[str], version: str) -> str:
@@ -466,11 +467,16 @@ def _cache_key(source: Path, include_dirs: list[Path], flags: list[str], version
 
 
 def _load_cached(cache_dir: Path, key: str, output: Path) -> CompileResult | None:
-    cached_object, cached_result = cache_dir / f"{key}.o", cache_dir / f"{key}.json"
-    if not (cached_object.is_file() and cached_result.is_file()):
+    """The cached result of `key`, its object copied to `output`; None on a miss. A damaged entry (a killed
+    writer, a full disk, a hand edit) is a miss too: the source is compiled again and the entry replaced."""
+    try:
+        result = CompileResult.model_validate_json((cache_dir / f"{key}.json").read_bytes())
+        object_bytes = (cache_dir / f"{key}.o").read_bytes()
+    except (OSError, ValidationError):
         return None
-    write_atomically(output, cached_object.read_bytes())
-    result = CompileResult.model_validate_json(cached_result.read_text())
+    if not (result.ok and object_bytes.startswith(ELF_MAGIC)):
+        return None
+    write_atomically(output, object_bytes)
     command = [*result.command[:-1], str(output.resolve())]
     return result.model_copy(update={"cached": True, "duration_s": 0.0, "output": output, "command": command})
 
