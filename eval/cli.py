@@ -227,8 +227,8 @@ def _suite_config(options: BenchRunOptions) -> SuiteConfig:
 def _selected_problems(options: Selection) -> list[SuiteProblem]:
     from kernelblaster.eval.problems import parse_levels, parse_ranges, select_problems
 
-    levels = parse_levels(options.level) if options.level else None
-    numbers = parse_ranges(options.problems) if options.problems else None
+    levels = parse_levels(options.level) if options.level is not None else None
+    numbers = parse_ranges(options.problems) if options.problems is not None else None
     return select_problems(Path(options.suite), levels, numbers)
 
 

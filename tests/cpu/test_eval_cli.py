@@ -34,6 +34,9 @@ def _fails_in_one_line(argv: list[str], capsys: pytest.CaptureFixture[str], expe
 
 @pytest.mark.parametrize(("arguments", "expected"), [
     (["--level", "4"], "has levels 1, 2"),
+    (["--level", "1,,2"], "expected level numbers like 1,2"),
+    (["--level", ""], "expected level numbers like 1,2"),
+    (["--problems", ""], "not a number or a range"),
     (["--problems", "300-310"], "no problem numbered 300"),
     (["--problems", "x-y"], "not a number or a range"),
     (["--problems", "1-99999999999"], "spans more than 100,000 problem numbers"),
