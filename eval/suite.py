@@ -175,8 +175,8 @@ def _holds_baselines_only(root: Path) -> bool:
 @contextmanager
 def runner_lock(root: Path) -> Iterator[None]:
     """Hold the suite for one runner; another runner is refused while it runs. A `root` that cannot be one is
-    refused in one line before anything is written (see `require_results_directory`)."""
-    require_results_directory(root)
+    refused in one line before anything is written (see `_require_results_directory`)."""
+    _require_results_directory(root)
     try:
         root.mkdir(parents=True, exist_ok=True)
         handle = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
@@ -196,7 +196,7 @@ def runner_lock(root: Path) -> Iterator[None]:
         os.close(handle)
 
 
-def require_results_directory(root: Path) -> None:
+def _require_results_directory(root: Path) -> None:
     """Refuse a `root` that cannot hold a suite's (or `bench baseline`'s) files: a file, a folder that cannot be
     created or written, or a folder of other files; a suite keeps its files apart, as a run does. A folder that
     holds a results database is one of ours: `create_suite`, `open_suite` and the baselines say what it holds."""

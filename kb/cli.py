@@ -168,10 +168,11 @@ def _unwritable_destination(destination: Path, force: bool) -> str | None:
 
     if destination.is_dir():
         return "it is a directory"
-    if destination.exists() and not destination.is_file():
-        return "it exists and is not a regular file (a device, a pipe or a socket)"
-    if destination.exists() and not force:
-        return "it exists (add --force to replace it)"
+    if destination.exists():
+        if not destination.is_file():
+            return "it exists and is not a regular file (a device, a pipe or a socket)"
+        if not force:
+            return "it exists (add --force to replace it)"
     problem = directory_problem(destination.parent)
     return f"its folder {destination.parent} {problem}" if problem is not None else None
 
