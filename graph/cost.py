@@ -21,6 +21,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import read_text_file
 
 PER_MILLION = 1_000_000
 
@@ -108,11 +109,9 @@ class _PricesFile(BaseModel):
 
 def load_prices(path: Path) -> dict[str, ModelPrice]:
     """The `[prices."MODEL"]` tables of a TOML file."""
+    text = read_text_file(path, "the prices file")
     try:
-        document = tomllib.loads(path.read_text())
-        return _PricesFile.model_validate(document).prices
-    except OSError as error:
-        raise UserFacingError(f"{path}: cannot read the prices file ({error.strerror or error})") from None
+        return _PricesFile.model_validate(tomllib.loads(text)).prices
     except tomllib.TOMLDecodeError as error:
         raise UserFacingError(f"{path}: not valid TOML ({error})") from None
     except ValidationError as error:

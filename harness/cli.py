@@ -45,8 +45,17 @@ BUILT_SOURCE_NAME = re.compile(r"(?<![\w./-])candidate\.cu\b")
 
 
 def _gpu_arch(text: str) -> str:
+    """A GPU architecture the installed nvcc compiles for (without nvcc, `eval` says so when it compiles)."""
+    from kernelblaster.tools.nvcc import arch_problem
+
     if not re.fullmatch(r"sm_\d{2,3}[af]?", text):
         raise ValueError("expected a GPU architecture such as sm_90")
+    try:
+        unsupported = arch_problem(text)
+    except UserFacingError:  # no nvcc: reported where it is needed, as without --arch
+        return text
+    if unsupported is not None:
+        raise ValueError(unsupported)
     return text
 
 

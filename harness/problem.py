@@ -7,7 +7,8 @@ before every call.
 
 Problem code is the user's: whatever it raises (`SystemExit` included) becomes a `ProblemError` naming the
 file and the step, and on the main thread each step (import, building the model and inputs, the spec's
-reference run) is stopped after `PROBLEM_STEP_TIMEOUT_S`, so a problem that sleeps cannot hang a command.
+reference run) is stopped after `PROBLEM_STEP_TIMEOUT_S`, so a problem that sleeps cannot hang a command, and
+its `os._exit` (which would end the process past every handler) becomes a `ProblemError` too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -22,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import nn
@@ -46,22 +48,56 @@ class _ProblemStepTimeout(BaseException):
     """Raised into problem code that ran too long; a BaseException, so its `except Exception` cannot keep it."""
 
 
+class _ProblemCalledOsExit(BaseException):
+    """Raised in place of `os._exit(code)` called from a step; a BaseException for the same reason."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 @contextmanager
 def problem_code(path: Path, step: str) -> Iterator[None]:
-    """Run a step of the problem's own code: any exception, `SystemExit` or overrun is a ProblemError."""
+    """Run a step of the problem's own code: any exception, `SystemExit`, `os._exit` or overrun is a ProblemError."""
+    ending = "a problem file must define its functions, not end the program"
     try:
-        with _deadline(PROBLEM_STEP_TIMEOUT_S):
+        with _deadline(PROBLEM_STEP_TIMEOUT_S), _os_exit_refused():
             yield
     except _ProblemStepTimeout:
         raise ProblemTimedOut(f"{path}: {step} took longer than {PROBLEM_STEP_TIMEOUT_S:g} s; "
                            "a problem must not wait or loop without end") from None
+    except _ProblemCalledOsExit as exit_request:
+        raise ProblemError(f"{path}: {step} called os._exit({exit_request.code!r}); {ending}") from None
     except SystemExit as exit_request:
-        raise ProblemError(f"{path}: {step} called exit({exit_request.code!r}); "
-                           "a problem file must define its functions, not end the program") from None
+        raise ProblemError(f"{path}: {step} called exit({exit_request.code!r}); {ending}") from None
     except ProblemError:
         raise
     except Exception as error:
         raise ProblemError(f"{path}: {step} failed: {type(error).__name__}: {error}") from None
+
+
+@contextmanager
+def _os_exit_refused() -> Iterator[None]:
+    """While the block runs on the main thread, `os._exit` called from that thread raises instead of ending the
+    process (it skips every handler, so nothing else could report it)."""
+    if threading.current_thread() is not threading.main_thread():
+        # Patching is process-wide: another thread's step must not race the main thread's restore.
+        yield
+        return
+    previous = os._exit
+    owner = (os.getpid(), threading.get_ident())
+
+    def refuse(status: int) -> NoReturn:
+        if (os.getpid(), threading.get_ident()) == owner:
+            raise _ProblemCalledOsExit(status)
+        # Other threads, and children forked during the step (multiprocessing ends them with os._exit), exit.
+        previous(status)
+
+    os._exit = refuse
+    try:
+        yield
+    finally:
+        os._exit = previous
 
 
 @contextmanager
@@ -158,11 +194,8 @@ def make_inputs(problem: Problem, seed: int, device: torch.device | str) -> list
     """Forward arguments under `seed` without building the model (their values differ from `instantiate`'s,
     whose model draws from the generator first): inputs to time with, at no cost in parameters."""
     torch.manual_seed(seed)
-    try:
-        with torch.device(device):
-            inputs = problem.get_inputs()
-    except Exception as error:
-        raise ProblemError(f"{problem.path}: get_inputs() failed: {type(error).__name__}: {error}") from None
+    with problem_code(problem.path, "get_inputs()"), torch.device(device):
+        inputs = problem.get_inputs()
     return [a.to(device) if isinstance(a, torch.Tensor) else a for a in inputs]
 
 

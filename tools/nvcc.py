@@ -132,6 +132,35 @@ def nvcc_version(nvcc: Path) -> str:
     return completed.stdout.strip()
 
 
+def arch_problem(arch: str) -> str | None:
+    """Why the nvcc in use cannot compile for `arch`, or None; asked before compiling, so an arch nvcc does not
+    know is the user's error, never a candidate's compile error."""
+    nvcc = find_nvcc()
+    if _arch_supported(nvcc, arch):
+        return None
+    release = re.search(r"release (\d+\.\d+)", nvcc_version(nvcc))
+    problem = f"{f'nvcc {release[1]}' if release else 'nvcc'} cannot compile for {arch}"
+    known = _listed_archs(nvcc)
+    return f"{problem}; it supports {', '.join(known)}" if known else problem
+
+
+@cache
+def _arch_supported(nvcc: Path, arch: str) -> bool:
+    """False only when nvcc refuses `arch` itself (a dry run of an empty source with the flags a compile uses
+    compiles nothing: it takes milliseconds and sees no candidate); any other failure is left to the compile."""
+    dry_run = subprocess.run([str(nvcc), "--dryrun", "-c", "-x", "cu", *arch_flags(arch), os.devnull,
+                              "-o", os.devnull], capture_output=True, text=True, check=False)
+    return dry_run.returncode == 0 or "Unsupported gpu architecture" not in dry_run.stdout + dry_run.stderr
+
+
+@cache
+def _listed_archs(nvcc: Path) -> tuple[str, ...]:
+    """The real architectures nvcc lists (`--list-gpu-code`, CUDA 11 on), in numeric order; empty if none."""
+    listed = subprocess.run([str(nvcc), "--list-gpu-code"], capture_output=True, text=True, check=False)
+    names = re.findall(r"^sm_\d+$", listed.stdout, re.MULTILINE) if listed.returncode == 0 else []
+    return tuple(sorted(names, key=lambda name: int(name[3:])))
+
+
 # What every object (candidates, the driver) is compiled with besides its arch: no --use_fast_math, so expf,
 # division and sqrt are IEEE-accurate unless a kernel calls the intrinsics itself.
 COMPILE_FLAGS = ("-c", "-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Xptxas", "-v")
@@ -180,6 +209,9 @@ def compile_object(
     """
     nvcc = find_nvcc()
     flags = [*compile_flags(arch), *extra_flags]
+    unsupported = arch_problem(arch)
+    if unsupported is not None:
+        raise UserFacingError(unsupported)
     includes = [f"-I{Path(d).resolve()}" for d in include_dirs]
     cache_key = _cache_key(source, include_dirs, flags, nvcc_version(nvcc))
     if cache_dir is not None:

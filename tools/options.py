@@ -109,10 +109,17 @@ def _shown(value: Any) -> str:
 
 
 def _comma_list(value: Any) -> Any:
-    """`"0,1"` -> `["0", "1"]`; a list (from Python or a Studio form) passes unchanged."""
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return value
+    """`"0,1"` -> `["0", "1"]`, `""` -> `[]`; a list (from Python or a Studio form) passes unchanged."""
+    if not isinstance(value, str):
+        return value
+    if not value.strip():
+        return []
+    parts = [part.strip() for part in value.split(",")]
+    # `0,,1` or `cublas,` is a slip of the keyboard: skipping the gap could run with a list not meant.
+    empty = next((number for number, part in enumerate(parts, 1) if not part), None)
+    if empty is not None:
+        raise ValueError(f"item {empty} is empty; separate items with single commas")
+    return parts
 
 
 def nested(values: Any, key: str, model: type[BaseModel]) -> Any:
@@ -157,7 +164,7 @@ def _known_libraries(names: Iterable[str]) -> tuple[str, ...]:
 
 def _sanitizer_names(value: Any) -> Any:
     """`"memcheck,racecheck"` -> the checkers; a flag given with no names is a mistake, not "none"."""
-    if isinstance(value, str) and not _comma_list(value):
+    if isinstance(value, str) and not value.replace(",", "").strip():
         raise ValueError(f"name at least one checker: {', '.join(tool.value for tool in SanitizerTool)}")
     return _comma_list(value)
 

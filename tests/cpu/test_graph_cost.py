@@ -62,6 +62,14 @@ def test_a_model_without_a_price_is_reported_as_unpriced_not_guessed() -> None:
     assert cost.display() == "$2.00 + unpriced (mystery)"
 
 
+def test_a_prices_file_that_is_not_utf8_is_a_one_line_error_naming_it(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_bytes(b'[prices."gpt-4.1"]\ninput = 2.0 # caf\xe9\noutput = 8.0\n')
+    with pytest.raises(UserFacingError) as error:
+        load_prices(prices)
+    assert str(error.value) == f"{prices}: the prices file is not UTF-8 text (byte 36)"
+
+
 def test_without_prices_there_is_no_cost() -> None:
     assert usage_cost([_usage(input_tokens=10)], {}) is None
 

@@ -225,9 +225,13 @@ def test_header_of_a_broken_problem_is_a_one_line_error(capsys: pytest.CaptureFi
         (["--timeout", "1e7"], "--timeout 1e7: input should be less than or equal to 604800"),
         (["--gpu", "-1"], "--gpu -1: input should be greater than or equal to 0"),
         (["--arch", "volta"], "--arch volta: expected a GPU architecture such as sm_90"),
+        (["--allow", "cublas,,"], "--allow cublas,,: item 2 is empty; separate items with single commas"),
+        (["--allow", ",cublas"], "--allow ,cublas: item 1 is empty; separate items with single commas"),
         (["--sanitize", "valgrind"], "--sanitize valgrind: input should be 'memcheck', 'racecheck' or 'initcheck'"),
         (["--sanitize", ","], "--sanitize ,: name at least one checker: memcheck, racecheck, initcheck"),
         (["--sanitize", "memcheck,memcheck"], "--sanitize memcheck,memcheck: lists memcheck more than once"),
+        (["--sanitize", "memcheck,,racecheck"],
+         "--sanitize memcheck,,racecheck: item 2 is empty; separate items with single commas"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     ],
 )
@@ -238,6 +242,16 @@ def test_a_bad_flag_is_one_line_naming_it_with_exit_status_2(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert_one_line_error(captured.err, complaint)
+
+
+@needs_nvcc
+def test_an_arch_nvcc_cannot_compile_for_is_a_bad_flag_not_a_compile_error(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["eval", str(PROBLEM), str(NAIVE), "--arch", "sm_10"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no verdict: the candidate was never compiled
+    assert_one_line_error(captured.err, "--arch sm_10: nvcc ", " cannot compile for sm_10; it supports sm_")
 
 
 def test_eval_asked_to_sanitize_without_compute_sanitizer_is_a_one_line_error(

@@ -1,10 +1,15 @@
 """Problem files that misbehave get one line and a non-zero exit from every command: one that exits while
-loading, one that waits forever (stopped at the step time limit), one whose spec would need a huge CPU run,
-one with an integer constant no kernel can receive (issue 9, item 11)."""
+loading (`SystemExit`, or `os._exit` at import, in get_inputs or in forward), one that waits forever (stopped
+at the step time limit), one whose spec would need a huge CPU run, one with an integer constant no kernel can
+receive (issue 9, item 11)."""
 
 from __future__ import annotations
 
+import os
 import resource
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +25,38 @@ CANDIDATE = Path(__file__).resolve().parents[2] / "examples" / "candidates" / "e
 
 STEP_S = 1.0
 
+# A problem that ends the process with os._exit(3) where the placeholder stands.
+OS_EXIT_PROBLEM = """
+import os
+import torch
+import torch.nn as nn
+{at_import}
+
+class Model(nn.Module):
+    def forward(self, x):
+        {in_forward}
+        return x
+
+
+def get_inputs():
+    {in_get_inputs}
+    return [torch.randn(8)]
+
+
+def get_init_inputs():
+    return []
+"""
+OS_EXIT_STEPS = {"at_import": "importing it", "in_get_inputs": "building the model or its inputs",
+                 "in_forward": "the reference forward pass"}
+
+
+def os_exit_problem(folder: Path, where: str) -> Path:
+    """A problem file calling os._exit(3) `where` (a key of OS_EXIT_STEPS)."""
+    placeholders = dict.fromkeys(OS_EXIT_STEPS, "pass") | {where: "os._exit(3)"}
+    path = folder / f"exits_{where}.py"
+    path.write_text(OS_EXIT_PROBLEM.format(**placeholders))
+    return path
+
 
 @pytest.fixture
 def one_second_steps(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -34,6 +71,37 @@ def test_a_problem_that_exits_while_loading_is_one_line_and_exit_status_2(
     assert finished.status == 2 and finished.out == ""
     assert finished.error_line == (f"{path}: importing it called exit(0); a problem file must define its "
                                    "functions, not end the program")
+
+
+@pytest.mark.parametrize("where", OS_EXIT_STEPS)
+def test_a_problem_that_calls_os_exit_is_one_line_and_exit_status_2(where: str, tmp_path: Path) -> None:
+    path = os_exit_problem(tmp_path, where)
+    # In a fresh interpreter: were os._exit to get through, it would end this test run too.
+    finished = subprocess.run([sys.executable, "-m", "kernelblaster.graph", "header", str(path)], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300, check=False)
+    assert finished.returncode == 2 and finished.stdout == ""
+    assert finished.stderr == (f"kernelblaster: {path}: {OS_EXIT_STEPS[where]} called os._exit(3); a problem file "
+                               "must define its functions, not end the program\n")
+
+
+def test_os_exit_is_itself_again_after_a_step_that_called_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    def ends_the_process(status: int) -> None:
+        """Stands in for os._exit, so that without the refusal this test fails rather than ends the run."""
+
+    monkeypatch.setattr(os, "_exit", ends_the_process)
+    with pytest.raises(problem.ProblemError), problem.problem_code(Path("p.py"), "importing it"):
+        os._exit(3)
+    assert os._exit is ends_the_process
+
+
+def test_os_exit_from_another_thread_during_a_step_still_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    exits: list[int] = []
+    monkeypatch.setattr(os, "_exit", exits.append)  # stands in for ending the process
+    with problem.problem_code(Path("p.py"), "importing it"):
+        worker = threading.Thread(target=os._exit, args=(4,))
+        worker.start()
+        worker.join()
+    assert exits == [4]
 
 
 @pytest.mark.parametrize(("name", "step"), [("broken_sleeps_at_import.py", "importing it"),

@@ -71,6 +71,8 @@ def waiting_run(tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.
     (["--init", "missing.cu"], "the --init CUDA file missing.cu does not exist"),
     (["--gpus", "0,0"], "--gpus 0,0: lists 0 more than once"),
     (["--gpus", "-1"], "--gpus -1: input should be greater than or equal to 0"),
+    (["--gpus", "0,,1"], "--gpus 0,,1: item 2 is empty; separate items with single commas"),
+    (["--allow", "cublas,,"], "--allow cublas,,: item 2 is empty; separate items with single commas"),
     (["--depth", "0"], "--depth 0: input should be greater than or equal to 1"),
     (["--iterations", "many"], "--iterations many: input should be a valid integer"),
     (["--role-model", "lowering"], "--role-model: expected KEY=VALUE, got 'lowering'"),

@@ -1,6 +1,6 @@
 """Files that are not UTF-8 text, or gzip files cut short, are refused in one line naming the file, with a
 user error's exit status and nothing written: a problem, a candidate, a suite's list of problems, a run's
-report, a recording to replay, a KB snapshot."""
+report, a recording to replay, a prices file, a KB snapshot."""
 
 from __future__ import annotations
 
@@ -101,6 +101,20 @@ def test_a_recording_that_is_not_utf8_is_one_line_naming_it_and_left_as_it_is(
                              "--run-dir", "run")
     assert_refused_naming(finished, recording)
     assert recording.read_bytes() == NOT_UTF8
+
+
+# ---- prices files ----------------------------------------------------------------------------------------
+
+
+def test_a_prices_file_that_is_not_utf8_is_one_line_naming_it_before_the_run_directory(
+        tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
+    KnowledgeBase.create(tmp_path / "kb.json")
+    prices = not_utf8_file(tmp_path / "prices.toml")
+    finished = kernelblaster(capsys, "optimize", PROBLEM, "--llm", "human", "--kb", "kb.json", "--prices", prices,
+                             "--run-dir", "run")
+    assert_refused_naming(finished, prices)
+    assert "not UTF-8" in finished.error_line
+    assert not (tmp_path / "run").exists()
 
 
 # ---- KB snapshots ----------------------------------------------------------------------------------------
