@@ -12,6 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import model_validator
+
 from kernelblaster.graph.run_cli import RunSettings, add_run_flags, note_outdated_catalogue
 from kernelblaster.harness.precision_policy import PRECISION_POLICIES, PrecisionPolicy
 from kernelblaster.tools.errors import UserFacingError
@@ -41,6 +43,15 @@ class BenchRunOptions(RunSettings, Selection):
     suite_token_limit: PositiveInt | None = None
     ray: str | None = None
     parallel: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _parallel_needs_ray(self) -> BenchRunOptions:
+        # On this host a problem runs per --gpus device (two on one GPU would spoil each other's timings), so
+        # --parallel would change nothing here: refused rather than silently ignored.
+        if self.parallel is not None and self.ray is None:
+            raise ValueError(f"--parallel {self.parallel} needs --ray (it sets the problems in flight on a Ray "
+                             "cluster); on this host one problem runs per GPU: choose them with --gpus 0,1,...")
+        return self
 
 
 class ResumeOptions(Options):
@@ -189,8 +200,10 @@ def run_baseline(options: BaselineOptions) -> int:
     if options.published and not any((published / name).is_file() for name in PUBLISHED_FILES.values()):
         raise UserFacingError(f"--published {published}: holds no KernelBench baseline times "
                               f"({' or '.join(PUBLISHED_FILES.values())})")
-    if untimed_problems(root, problems, options.precision):
-        _require_gpu()
+    untimed = untimed_problems(root, problems, options.precision)
+    if untimed:
+        _require_gpu(f"timing the PyTorch baselines of {len(untimed)} problem(s) needs an NVIDIA GPU (a directory "
+                     "whose problems are all timed writes its comparison without one)")
     report = run_baselines(root, problems, options.gpus, options.precision, published, out=sys.stdout)
     summary = report.read_text().splitlines()[-1]  # the comparison ends with its geometric means
     print(f"{summary}\nbaselines: {root / 'results.sqlite'}\nreport: {report}")
@@ -241,11 +254,15 @@ def _ray_window(options: BenchRunOptions) -> int:
     return window
 
 
-def _require_gpu() -> None:
+SUITE_NEEDS_GPU = "suites run on NVIDIA GPUs (or on a Ray cluster with --ray)"
+
+
+def _require_gpu(why: str = SUITE_NEEDS_GPU) -> None:
+    """A one-line error saying `why` the command needs a GPU, unless one is visible."""
     import torch
 
     if not torch.cuda.is_available():
-        raise UserFacingError("no CUDA GPU is visible: suites run on NVIDIA GPUs (or on a Ray cluster with --ray)")
+        raise UserFacingError(f"no CUDA GPU is visible: {why}")
 
 
 def _finish(root: Path, rows: list[ProblemRow]) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Generic
 
 from langchain_core.messages import BaseMessage
@@ -30,7 +31,7 @@ from kernelblaster.graph.budget import TokenBudget
 from kernelblaster.graph.context import Role, RunContext, StructuredOutputMethod
 from kernelblaster.graph.exchange import ExchangeRequest, Link, Reply, RequestFailed, RequestRefused
 from kernelblaster.graph.quirks import EndpointQuirks
-from kernelblaster.graph.recording import LLM_LOG, ExchangeOutcome, ExchangeRecorder
+from kernelblaster.graph.recording import ExchangeOutcome, ExchangeRecorder, recording_to_replay
 from kernelblaster.graph.state import TokenUsage
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import EndpointUrl
@@ -45,9 +46,9 @@ PLACEHOLDER_KEY = "no-key-needed"
 def check_endpoint(context: RunContext) -> None:
     """Raise a one-line error unless an endpoint is configured (or a human answers, or a recording does)."""
     if context.llm == "replay" and context.replay_from is not None:
-        recording = os.path.join(context.replay_from, LLM_LOG)
-        if not os.path.isfile(recording):
-            raise UserFacingError(f"--replay-from {context.replay_from}: no {LLM_LOG} there to replay")
+        # Read whole here, with the other checks made before a run directory is created: a damaged
+        # recording found only once the run has started would leave a run that can never go on.
+        recording_to_replay(Path(context.replay_from))
     variable_url = os.environ.get(BASE_URL_VARIABLE)
     if context.llm == "openai" and context.base_url is None and variable_url:
         _check_url_variable(variable_url)

@@ -1,10 +1,11 @@
 """Everything a new run is checked for before its run directory is created, each failure one line:
 the problem file loads and its model runs on its inputs (on shapes alone where it can, as the harness
 derives its spec), the `--init` kernel can be read, the run directory can be made (and holds no
-other run or files), the KB the user chose exists and is valid, and the services find what the run needs
-on this machine (an LLM endpoint, a GPU, nvcc, ncu). A run started from Studio gets the same checks of its
-files, settings and machine, in the same words, from its `setup` node (`check_started_run`); its problem is
-run when the harness first loads it, and its default KB made on first use."""
+other run or files), the KB the user chose exists and is valid (and no file holds its index's place), and
+the services find what the run needs on this machine (an LLM endpoint, a GPU, nvcc, ncu). A run started
+from Studio gets the same checks of its files, settings and machine, in the same words, from its `setup`
+node (`check_started_run`); its problem is run when the harness first loads it, and its default KB made on
+first use."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from kernelblaster.graph.services import Services
 from kernelblaster.harness.analysis import analyse_problem
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.harness.requirements import visible_gpu_count
-from kernelblaster.kb.paths import chosen_kb_path
+from kernelblaster.kb.index import check_index_directory
+from kernelblaster.kb.paths import chosen_kb_path, index_directory_for
 from kernelblaster.kb.store import read_document
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import directory_problem, read_text_file, require_file
@@ -43,6 +45,7 @@ def check_new_run(problem: Path | str, context: RunContext, init: Path | str | N
     init_path = check_init_kernel(Path(init)) if init is not None else None
     run_dir = _check_run_directory(Path(context.run_dir or default_run_directory(problem_path)))
     kb_path = chosen_kb_path(context.kb_path).absolute()
+    check_index_directory(index_directory_for(kb_path))
     if kb_path.exists():
         read_document(kb_path)
     elif (unusable := directory_problem(kb_path.parent)) is not None:

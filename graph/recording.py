@@ -153,15 +153,26 @@ def recorded_tokens(path: Path) -> int:
     return sum(record.usage.total for record in read_records(path)) if path.exists() else 0
 
 
+def recording_to_replay(run_dir: Path) -> list[ExchangeRecord]:
+    """The exchanges recorded in `run_dir`'s `llm.jsonl`, read whole; a one-line error naming the file if there
+    is none, a line of it is damaged, or it holds no exchange (a replay of it could answer nothing)."""
+    path = run_dir / LLM_LOG
+    if not path.is_file():
+        raise UserFacingError(f"--replay-from {run_dir}: no {LLM_LOG} there to replay (every run against an "
+                              "endpoint records one)")
+    records = read_records(path)
+    if not records:
+        raise UserFacingError(f"--replay-from {run_dir}: {path} holds no recorded exchange to replay")
+    return records
+
+
 class ReplayLink:
     """Answers requests from a recorded run: the exchanges of each (role, key), in their recorded order."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / LLM_LOG
-        if not self.path.is_file():
-            raise UserFacingError(f"{run_dir}: no {LLM_LOG} to replay (every run against an endpoint records one)")
         self._pending: defaultdict[tuple[str, str], deque[ExchangeRecord]] = defaultdict(deque)
-        for record in read_records(self.path):
+        for record in recording_to_replay(run_dir):
             self._pending[(record.role, record.key)].append(record)
         self._lock = threading.Lock()
 

@@ -1,18 +1,20 @@
 """`kernelblaster runs` and `kernelblaster report`: find runs again and read their reports.
 
-Both read only a run's `run.json`, `status.json` and `report.md`, never its checkpoints, so they answer at
-once and work on a run another process is advancing.
+Both read only a run's `run.json`, `status.json` and `report.md` (and, where `report.md` of an ended run
+was deleted, `report.json` to print it again), never its checkpoints, so they answer at once and work on a
+run another process is advancing.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from kernelblaster.graph.run_files import RunFiles, RunStatus
+from kernelblaster.graph.run_files import RunFiles, RunRecord, RunStatus
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import read_text_file
 from kernelblaster.tools.options import Options, PathText, Subcommands, add_command
@@ -76,15 +78,55 @@ def run_runs(options: RunsOptions) -> int:
 
 
 def run_report(options: ReportOptions) -> int:
+    """Print the run's `report.md`; if it was deleted, the same report made again from what it was made from."""
     files = RunFiles(Path(options.run_dir))
-    files.read_record()
+    record = files.read_record()
     if files.report_markdown.is_file():
         print(read_text_file(files.report_markdown, "the report"), end="")
         return 0
     status = files.read_status()
-    reason = _WHY_NO_REPORT.get(_current(status) if status else "created", "its status is unknown")
-    raise UserFacingError(f"{files.root} has no report yet: "
-                          f"{reason.format(run=files.root, pid=status.pid if status else '?')}")
+    current = _current(status) if status else "created"
+    if current in _WHY_NO_REPORT:
+        raise UserFacingError(f"{files.root} has no report yet: "
+                              f"{_WHY_NO_REPORT[current].format(run=files.root, pid=status.pid if status else '?')}")
+    rebuilt = _rebuilt_report(files, record, status)
+    if rebuilt is None:
+        raise UserFacingError(f"{files.report_markdown} is missing: the run is {current}, but its report was deleted "
+                              f"and {files.report_json}, which it can be rebuilt from, is missing too")
+    text, source = rebuilt
+    # On stderr: stdout stays the report alone, as when the file is there.
+    print(f"kernelblaster: note: {files.report_markdown} is missing; this is the report rebuilt from {source}",
+          file=sys.stderr)
+    print(text, end="")
+    return 0
+
+
+def _rebuilt_report(files: RunFiles, record: RunRecord, status: RunStatus | None) -> tuple[str, Path] | None:
+    """The `report.md` an ended run wrote, made again, and the file it was made from: for a failed run, the
+    error `status.json` records; for a finished one, `report.json` (written with it); None if that is not
+    there. Nothing is written: the run may be another process's to advance."""
+    if status is not None and status.status == "failed" and status.reason:
+        # graph.api imports LangGraph: only a failed run whose report was deleted needs it.
+        from kernelblaster.graph.api import failure_report
+
+        return failure_report(record, RunFiles(files.root.resolve()), status.reason), files.status
+    if files.report_json.is_file():
+        return _report_from_json(files), files.report_json
+    return None
+
+
+def _report_from_json(files: RunFiles) -> str:
+    """`report.md` as the run's `finish` step rendered it from the report that `report.json` holds."""
+    # Imports torch (through the state's models): only a run whose report.md was deleted needs it.
+    from kernelblaster.nodes.report import RunReport, render_markdown
+
+    try:
+        report = RunReport.model_validate_json(files.report_json.read_bytes())
+    except (OSError, ValidationError) as error:
+        detail = (error.strerror or str(error)) if isinstance(error, OSError) else "not a run's report"
+        raise UserFacingError(f"{files.report_markdown} is missing, and {files.report_json}, which it can be rebuilt "
+                              f"from, cannot be read ({detail})") from None
+    return render_markdown(report)
 
 
 def summarize(files: RunFiles) -> RunSummary:

@@ -240,8 +240,8 @@ def run_restore(options: RestoreOptions) -> int:
         missing = f"after iteration {iteration} of" if iterations else "of"
         raise UserFacingError(f"{kb.path}: no snapshot {missing} run {options.run_id} is kept (kept: "
                               f"{listing.replace(chr(10), '; ') or 'none'})")
-    backup = kb.back_up("pre-restore")
-    kb.restore_snapshot(options.run_id, iteration - 1)
+    # The snapshot is validated before the backup is taken: a refused restore writes nothing.
+    backup = kb.restore_snapshot(options.run_id, iteration - 1, backup_label="pre-restore")
     summary = {"restored": str(kb.path), "run_id": options.run_id, "iteration": iteration,
                "previous_kept_as": str(backup)}
     _report(options, summary, f"restored {kb.path} to what it was after iteration {iteration} of run "

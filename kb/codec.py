@@ -125,7 +125,9 @@ def _parse_json(path: Path, raw: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as error:
         raise KBFileError(path, f"not UTF-8 text (byte {error.start})") from None
     except json.JSONDecodeError as error:
-        raise KBFileError(path, f"not valid JSON at line {error.lineno} column {error.colno}: {error.msg}") from None
+        # json's messages for control characters end in " at", meant to be followed by the position.
+        reason = error.msg.removesuffix(" at")
+        raise KBFileError(path, f"not valid JSON at line {error.lineno} column {error.colno}: {reason}") from None
     except RecursionError:
         raise KBFileError(path, "nested too deeply to be a KB (a KB file is a few levels deep)") from None
     if not isinstance(data, dict):

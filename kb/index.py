@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 from kernelblaster.kb.safe_files import exclusive_lock
 from kernelblaster.kb.schema import KBDocument, PerformanceState
 from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS, check_signature
+from kernelblaster.tools.errors import UserFacingError
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -34,6 +36,18 @@ _HASH_KEY = "content_hash"
 
 class IndexUnreadable(Exception):
     """The index's database cannot be read; it is derived data, so the caller rebuilds it."""
+
+
+class IndexPathTaken(UserFacingError):
+    """Something other than a folder is where the index belongs; it may be the user's, so it is left alone."""
+
+
+def check_index_directory(directory: Path) -> None:
+    """Raise `IndexPathTaken`, naming `directory`, if a file (or anything but a folder) is in the index's place."""
+    if os.path.lexists(directory) and not directory.is_dir():
+        kind = "a file" if directory.is_file() else "not a folder"
+        raise IndexPathTaken(f"the KB's signature index {directory} is {kind}; move it out of the way (the index "
+                             "is a folder rebuilt there from the KB) and run the command again")
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,9 @@ class SignatureIndex:
 
     def sync(self, document: KBDocument, document_hash: str) -> None:
         """Make the index hold exactly the live states of `document`, whose `content_hash` is given."""
+        # Checked first: the rebuild below would neither remove a file there (it is not derived data) nor
+        # get past it.
+        check_index_directory(self.directory)
         with exclusive_lock(self.directory):
             try:
                 self._update(document, document_hash)
@@ -83,6 +100,7 @@ class SignatureIndex:
 
     def rebuild(self, document: KBDocument, document_hash: str) -> None:
         """Throw the index away and index the live states of `document` afresh."""
+        check_index_directory(self.directory)
         with exclusive_lock(self.directory):
             self._rebuild_unlocked(document, document_hash)
 

@@ -66,9 +66,14 @@ def kept(folder: Path) -> dict[str, list[int]]:
 
 
 def read_snapshot(folder: Path, run_id: str, iteration: int) -> tuple[Path, bytes]:
-    """The file of a kept snapshot and its KB content (decompressed); `KeyError` if it is not kept."""
+    """The file of a kept snapshot and its KB content (decompressed); `KeyError` if it is not kept, a one-line
+    `KBFileError` if it cannot be read or decompressed."""
     path = _files(folder).get(run_id, {})[iteration]
-    return path, decompressed(path.read_bytes(), path)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise KBFileError(path, f"cannot be read: {error.strerror or error}") from None
+    return path, decompressed(data, path)
 
 
 def decompressed(data: bytes, source: Path) -> bytes:

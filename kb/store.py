@@ -225,15 +225,26 @@ class KnowledgeBase:
         """The snapshots kept beside the KB: for each run id, the iterations it saved, in order."""
         return snapshots.kept(snapshot_folder_for(self.path))
 
-    def restore_snapshot(self, run_id: str, iteration: int) -> None:
-        """Make the KB what it was when `write_snapshot(run_id, iteration)` was called."""
+    def restore_snapshot(self, run_id: str, iteration: int, backup_label: str | None = None) -> Path | None:
+        """Make the KB what it was when `write_snapshot(run_id, iteration)` was called, first copying the file
+        to `backup_path_for(path, backup_label)` if a label is given: the copy's path (None without a label).
+        The snapshot is read and validated whole first, so a damaged one is refused with nothing written."""
+        # One lock throughout: no writer trims the snapshot away while it is read, or changes the KB between
+        # its backup and its restore.
+        with exclusive_lock(self.path):
+            document = self._snapshot_document(run_id, iteration)
+            backup = self._copy_file(backup_label) if backup_label is not None else None
+            self._install(document)
+        return backup
+
+    def _snapshot_document(self, run_id: str, iteration: int) -> KBDocument:
+        """The validated document of a kept snapshot; a one-line `KBFileError` if it is missing or damaged."""
         folder = snapshot_folder_for(self.path)
-        with exclusive_lock(self.path):  # no writer trims the snapshot away while it is read
-            try:
-                source, content = snapshots.read_snapshot(folder, run_id, iteration)
-            except KeyError:
-                raise KBFileError(folder, f"no snapshot of run {run_id} iteration {iteration}") from None
-        self.replace_document(decode(source, content).document)
+        try:
+            source, content = snapshots.read_snapshot(folder, run_id, iteration)
+        except KeyError:
+            raise KBFileError(folder, f"no snapshot of run {run_id} iteration {iteration}") from None
+        return decode(source, content).document
 
     def _change(self, change: Callable[[KBDocument], _Result]) -> _Result:
         with exclusive_lock(self.path):

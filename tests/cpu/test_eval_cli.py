@@ -156,6 +156,23 @@ def test_bench_baseline_with_problems_left_to_time_needs_a_gpu(tmp_path: Path, c
                        "no CUDA GPU is visible")
 
 
+def test_bench_baseline_without_a_gpu_says_why_in_its_own_terms_naming_no_flag_it_lacks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    status = main(["bench", "baseline", str(KERNELBENCH), "--level", "1", "--out", str(tmp_path / "baselines")])
+    error = capsys.readouterr().err
+    assert status == 2 and error.count("\n") == 1, error
+    assert "timing the PyTorch baselines" in error and "--ray" not in error
+    assert not (tmp_path / "baselines").exists()
+
+
+def test_bench_run_with_parallel_but_no_ray_is_refused_in_one_line_before_anything_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _fails_in_one_line(["bench", "run", str(KERNELBENCH), "--out", str(tmp_path / "suite"), "--parallel", "4"],
+                       capsys, "--parallel 4 needs --ray")
+    assert not (tmp_path / "suite").exists()
+
+
 class _InterruptedAfterFirstLine(io.StringIO):
     """Standard output of a run that is stopped (Ctrl-C) once the first problem's line is printed."""
 

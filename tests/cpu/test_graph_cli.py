@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixtures.graph.fake_openai import FakeOpenAI, kernelblaster_roles
+from fixtures.graph.fake_openai import FakeOpenAI, Quirk, kernelblaster_roles
 from fixtures.graph.recorded_evaluator import EvaluationLog
 from fixtures.graph.scenario import PROBLEM
 
@@ -160,3 +160,45 @@ def test_a_missing_problem_file_is_a_one_line_error_and_makes_no_run(tmp_path: P
     error = capsys.readouterr().err
     assert "nowhere.py" in error and error.count("\n") == 1
     assert not (tmp_path / "run").exists()
+
+
+def _ended_run(tmp_path: Path, *quirks: Quirk) -> Path:
+    """A run against the stand-in server with `quirks`, ended (finished, or failed on an endpoint error)."""
+    with FakeOpenAI(kernelblaster_roles, quirks=list(quirks)) as server:
+        assert main(["kb", "init", str(tmp_path / "kb.json")]) == 0
+        main(["optimize", str(PROBLEM), "--base-url", server.base_url, "--run-dir", str(tmp_path / "run"), "--kb",
+              str(tmp_path / "kb.json"), "--depth", "1", "--iterations", "1"])
+    return tmp_path / "run"
+
+
+def test_report_of_a_finished_run_whose_report_md_was_deleted_prints_it_again_from_report_json(
+        tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _ended_run(tmp_path)
+    written = (run / "report.md").read_text()
+    (run / "report.md").unlink()
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 0
+    assert capsys.readouterr().out == written
+    assert not (run / "report.md").exists()
+
+
+def test_report_of_a_failed_run_whose_report_md_was_deleted_prints_its_failure_again(
+        tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _ended_run(tmp_path, "bad_key")
+    written = (run / "report.md").read_text()
+    assert "failed" in written
+    (run / "report.md").unlink()
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 0
+    assert capsys.readouterr().out == written
+
+
+def test_report_of_a_finished_run_with_neither_report_file_left_names_the_missing_report(
+        tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _ended_run(tmp_path)
+    (run / "report.md").unlink()
+    (run / "report.json").unlink()
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith(f"kernelblaster: {run / 'report.md'} is missing"), error

@@ -82,3 +82,21 @@ def test_replaying_a_directory_without_a_recording_is_a_one_line_error(tmp_path:
     error = capsys.readouterr().err
     assert "no llm.jsonl there to replay" in error and error.count("\n") == 1
     assert not (tmp_path / "replayed").exists()
+
+
+def test_replaying_a_damaged_recording_is_refused_in_one_line_before_the_run_directory_is_made(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "llm.jsonl").write_text('{"role": "lowering"}\n{"not": "an exchange"}\n')
+    assert _replay(tmp_path, tmp_path) == 2
+    error = capsys.readouterr().err
+    assert error == f"kernelblaster: {tmp_path / 'llm.jsonl'}:1: not a recorded exchange\n"
+    assert not (tmp_path / "replayed").exists()
+
+
+def test_replaying_an_empty_recording_is_refused_in_one_line_before_the_run_directory_is_made(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "llm.jsonl").write_text("")
+    assert _replay(tmp_path, tmp_path) == 2
+    error = capsys.readouterr().err
+    assert "holds no recorded exchange to replay" in error and error.count("\n") == 1
+    assert not (tmp_path / "replayed").exists()

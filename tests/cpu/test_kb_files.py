@@ -47,6 +47,12 @@ def test_invalid_json_is_reported_with_file_line_and_column(kb_path: Path) -> No
         KnowledgeBase.load(kb_path)
 
 
+def test_a_control_character_in_a_string_is_reported_without_a_dangling_word(kb_path: Path) -> None:
+    kb_path.write_text('{"schema_version": "a\tb"}')
+    with pytest.raises(KBFileError, match=r"column 22: Invalid control character$"):
+        KnowledgeBase.load(kb_path)
+
+
 def test_schema_violation_is_reported_with_its_location(kb_path: Path) -> None:
     data = json.loads(kb_path.read_text())
     data["states"]["compute_bound_fp32"]["optimizations"][1]["prior_speedup"] = 0

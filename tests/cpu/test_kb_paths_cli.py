@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from fixtures.cli import folder_picture, kernelblaster
+from fixtures.graph.recorded_evaluator import EvaluationLog
+from fixtures.graph.scenario import PROBLEM
 
 from kernelblaster.kb.codec import decode
 from kernelblaster.kb.diff import EXCERPT_CHARS
@@ -183,3 +185,23 @@ def test_kb_diff_shows_where_a_long_description_changed(tmp_path: Path, capsys: 
     out = kernelblaster(capsys, "kb", "diff", snapshot, "--kb", "kb.json").out
     old_end, new_end = state.description[-EXCERPT_CHARS:], (state.description + " Edited.")[-EXCERPT_CHARS:]
     assert out == f"~ state {state_id}: description: ...{old_end} -> ...{new_end}\n"
+
+
+def test_reindex_where_a_file_holds_the_index_path_is_one_line_naming_it_and_leaves_the_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    KnowledgeBase.create(tmp_path / "kb.json")
+    (tmp_path / "kb.chroma").write_text("not an index: the user's file")
+    finished = kernelblaster(capsys, "kb", "reindex", "--kb", "kb.json")
+    assert finished.status == 2
+    assert finished.error_line.startswith(f"the KB's signature index {tmp_path / 'kb.chroma'} is a file; ")
+    assert (tmp_path / "kb.chroma").read_text() == "not an index: the user's file"
+
+
+def test_optimize_where_a_file_holds_the_index_path_is_refused_before_the_run_directory_is_made(
+        tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
+    KnowledgeBase.create(tmp_path / "kb.json")
+    (tmp_path / "kb.chroma").write_text("not an index: the user's file")
+    finished = kernelblaster(capsys, "optimize", PROBLEM, "--llm", "human", "--kb", "kb.json", "--run-dir", "run")
+    assert finished.status == 2
+    assert finished.error_line.startswith(f"the KB's signature index {tmp_path / 'kb.chroma'} is a file; ")
+    assert not (tmp_path / "run").exists()

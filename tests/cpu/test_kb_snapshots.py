@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import gzip
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fixtures.cli import folder_picture, kernelblaster
 from fixtures.kb.lookup import optimization_of
 
 from kernelblaster.kb.codec import encode
@@ -132,3 +134,22 @@ def test_trimming_a_kb_without_snapshots_creates_nothing(tmp_path: Path) -> None
 def test_a_negative_number_of_runs_to_keep_is_refused() -> None:
     with pytest.raises(ValueError, match="keep_runs"):
         SnapshotPolicy(keep_runs=-1)
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(lambda data: data[:len(data) // 2], id="gzip-cut-short"),
+    pytest.param(lambda data: gzip.compress(b'{"version": '), id="invalid-json"),
+])
+def test_a_restore_refused_for_a_damaged_snapshot_writes_nothing(
+        damage: Callable[[bytes], bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kb = KnowledgeBase.load(tmp_path / "kb.json")
+    snapshot = kb.write_snapshot("run-a", 0)
+    snapshot.write_bytes(damage(snapshot.read_bytes()))
+    learn(kb, "run-a", 1)
+    before = folder_picture(tmp_path)
+
+    finished = kernelblaster(capsys, "kb", "restore", "run-a", "--kb", kb.path)
+
+    assert finished.status == 2
+    assert finished.error_line.startswith(f"KB file {snapshot}: ")
+    assert folder_picture(tmp_path) == before
