@@ -6,19 +6,29 @@ interrupts, the KB — is real.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from fixtures.graph.scenario import ANALYSIS, EVALUATION, NO_EDITS, PROBLEM, READING, kernel, small_context
+from gpu.human_run import ANSWERS_BY_ROLE
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
+from pydantic import BaseModel
 
 from kernelblaster.graph import api, services
 from kernelblaster.graph.checkpoint import serializer
 from kernelblaster.graph.cli import main
 from kernelblaster.graph.graph import compile_graph
+from kernelblaster.graph.human import parse_answer
 from kernelblaster.graph.state import OptimizationInput
+from kernelblaster.nodes.extract_state import StateReading
+from kernelblaster.nodes.kernels import SoftVerdict
+from kernelblaster.nodes.match_state import MatchDecision
+from kernelblaster.nodes.parameter_update import KBUpdate
+from kernelblaster.nodes.perf_gap_analysis import GapAnalysis
+from kernelblaster.nodes.policy_evaluation import PolicyEvaluation
 
 pytestmark = pytest.mark.usefixtures("recorded_harness")
 
@@ -126,3 +136,11 @@ def test_a_human_answer_opening_with_a_technique_line_is_read_as_strictly_as_a_m
     pending = _pending(run_dir)
     assert pending.question.node == "write_initial"
     assert "code blocks" in (pending.question.previous_answer_problem or "")
+
+
+@pytest.mark.parametrize(("role", "schema"), [
+    ("soft_verifier", SoftVerdict), ("state_extractor", StateReading), ("state_matcher", MatchDecision),
+    ("policy_evaluation", PolicyEvaluation), ("perf_gap_analysis", GapAnalysis), ("parameter_update", KBUpdate)])
+def test_the_gpu_human_runs_answers_fit_their_roles_schemas(role: str, schema: type[BaseModel]) -> None:
+    # The GPU run (tests/gpu) asserts each answer is taken; checked here too, so CI catches a stale one.
+    parse_answer(json.dumps(ANSWERS_BY_ROLE[role]), schema)

@@ -16,7 +16,7 @@ ANSWERS_BY_ROLE = {
     "soft_verifier": {"faithful": True},
     "state_extractor": {"name": "memory-bound streaming", "primary_bottleneck": "DRAM bandwidth",
                         "description": "one pass over x with scalar loads, limited by DRAM"},
-    "state_matcher": {"state_id": "memory_bandwidth_bound"},
+    "state_matcher": {"state_id": "memory_bandwidth_bound", "reason": "a streaming pass limited by DRAM, as read"},
     "policy_evaluation": {"summary": "vectorised loads helped as predicted"},
     "perf_gap_analysis": {"analysis": "the kernel is close to the DRAM roofline; little is left to gain"},
     "parameter_update": {"edits": [], "rationale": "one measurement is not enough to change the KB"},

@@ -23,7 +23,6 @@ KERNELBENCH_RELU = KERNELBENCH / "level1" / "19_ReLU.py"
 RELU_KERNEL = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "relu_grid_stride.cu"
 
 MAX_PROMPTS = 10
-ANSWERS = ANSWERS_BY_ROLE | {"state_matcher": {"state_id": "memory_bandwidth_bound", "reason": "the nearest state"}}
 
 
 def test_the_gpu_facts_are_read_from_the_device(tmp_path: Path) -> None:
@@ -62,7 +61,7 @@ def _first_lowering_prompt(run_dir: Path, tmp_path: Path, env: dict[str, str]) -
         if question.node == "lower":
             return question.prompt
         answer_file = tmp_path / f"answer-{number}.json"
-        answer_file.write_text(json.dumps(ANSWERS[question.role]))
+        answer_file.write_text(json.dumps(ANSWERS_BY_ROLE[question.role]))
         replied = kernelblaster("answer", str(run_dir), "--file", str(answer_file), env=env)
         assert replied.returncode == 0, replied.stderr
     raise AssertionError(f"no lowering prompt among the first {MAX_PROMPTS}")
