@@ -254,10 +254,7 @@ def _ray_window(options: BenchRunOptions) -> int:
     return window
 
 
-SUITE_NEEDS_GPU = "suites run on NVIDIA GPUs (or on a Ray cluster with --ray)"
-
-
-def _require_gpu(why: str = SUITE_NEEDS_GPU) -> None:
+def _require_gpu(why: str = "suites run on NVIDIA GPUs (or on a Ray cluster with --ray)") -> None:
     """A one-line error saying `why` the command needs a GPU, unless one is visible."""
     import torch
 

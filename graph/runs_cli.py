@@ -86,10 +86,11 @@ def run_report(options: ReportOptions) -> int:
         return 0
     status = files.read_status()
     current = _current(status) if status else "created"
-    if current in _WHY_NO_REPORT:
+    # Without a readable status.json, report.json (written only when a run finishes) says it ended.
+    rebuilt = _rebuilt_report(files, record, status) if status is None or current not in _WHY_NO_REPORT else None
+    if rebuilt is None and current in _WHY_NO_REPORT:
         raise UserFacingError(f"{files.root} has no report yet: "
                               f"{_WHY_NO_REPORT[current].format(run=files.root, pid=status.pid if status else '?')}")
-    rebuilt = _rebuilt_report(files, record, status)
     if rebuilt is None:
         raise UserFacingError(f"{files.report_markdown} is missing: the run is {current}, but its report was deleted "
                               f"and {files.report_json}, which it can be rebuilt from, is missing too")
@@ -105,11 +106,12 @@ def _rebuilt_report(files: RunFiles, record: RunRecord, status: RunStatus | None
     """The `report.md` an ended run wrote, made again, and the file it was made from: for a failed run, the
     error `status.json` records; for a finished one, `report.json` (written with it); None if that is not
     there. Nothing is written: the run may be another process's to advance."""
-    if status is not None and status.status == "failed" and status.reason:
+    if status is not None and status.status == "failed":
         # graph.api imports LangGraph: only a failed run whose report was deleted needs it.
         from kernelblaster.graph.api import failure_report
 
-        return failure_report(record, RunFiles(files.root.resolve()), status.reason), files.status
+        reason = status.reason or "no reason was recorded"
+        return failure_report(record, RunFiles(files.root.resolve()), reason), files.status
     if files.report_json.is_file():
         return _report_from_json(files), files.report_json
     return None

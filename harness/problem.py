@@ -86,11 +86,13 @@ def _os_exit_refused() -> Iterator[None]:
         return
     previous = os._exit
     owner = (os.getpid(), threading.get_ident())
+    step_running = True
 
     def refuse(status: int) -> NoReturn:
-        if (os.getpid(), threading.get_ident()) == owner:
+        if step_running and (os.getpid(), threading.get_ident()) == owner:
             raise _ProblemCalledOsExit(status)
-        # Other threads, and children forked during the step (multiprocessing ends them with os._exit), exit.
+        # Other threads, children forked during the step (multiprocessing ends them with os._exit), and a
+        # reference to this function kept past the step (`from os import _exit`) exit as asked.
         previous(status)
 
     os._exit = refuse
@@ -98,6 +100,7 @@ def _os_exit_refused() -> Iterator[None]:
         yield
     finally:
         os._exit = previous
+        step_running = False
 
 
 @contextmanager

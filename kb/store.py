@@ -230,7 +230,8 @@ class KnowledgeBase:
         to `backup_path_for(path, backup_label)` if a label is given: the copy's path (None without a label).
         The snapshot is read and validated whole first, so a damaged one is refused with nothing written."""
         # One lock throughout: no writer trims the snapshot away while it is read, or changes the KB between
-        # its backup and its restore.
+        # its backup and its restore. The helpers below take no lock: a second one from this process would wait
+        # on this one for ever.
         with exclusive_lock(self.path):
             document = self._snapshot_document(run_id, iteration)
             backup = self._copy_file(backup_label) if backup_label is not None else None

@@ -31,7 +31,14 @@ from pydantic import BaseModel, ValidationError
 
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import write_atomically
-from kernelblaster.tools.sandbox import ResourceLimits, Sandbox, SandboxView, memory_share, prepare
+from kernelblaster.tools.sandbox import (
+    ResourceLimits,
+    Sandbox,
+    SandboxView,
+    memory_share,
+    prepare,
+    sandbox_environment,
+)
 
 NVCC_ENV_VAR = "KERNELBLASTER_NVCC"
 COMPILE_TIMEOUT_S = 300.0
@@ -111,7 +118,7 @@ def find_nvcc() -> Path:
     """
     configured = os.environ.get(NVCC_ENV_VAR)
     if configured:
-        if not Path(configured).is_file():
+        if not (Path(configured).is_file() and os.access(configured, os.X_OK)):
             raise UserFacingError(f"{NVCC_ENV_VAR}={configured} does not name an nvcc executable")
         return Path(configured).resolve()
     on_path = shutil.which("nvcc")
@@ -144,13 +151,20 @@ def arch_problem(arch: str) -> str | None:
     return f"{problem}; it supports {', '.join(known)}" if known else problem
 
 
+# How nvcc refuses an architecture it does not know: CUDA 12 on, then CUDA 10-11.
+_UNKNOWN_ARCH = re.compile(r"Unsupported gpu architecture|is not defined for option 'gpu-architecture'")
+
+
 @cache
 def _arch_supported(nvcc: Path, arch: str) -> bool:
     """False only when nvcc refuses `arch` itself (a dry run of an empty source with the flags a compile uses
     compiles nothing: it takes milliseconds and sees no candidate); any other failure is left to the compile."""
+    # The compile's own environment: nvcc also reads flags from NVCC_APPEND_FLAGS and NVCC_PREPEND_FLAGS,
+    # which a compile never sees, so an arch left there by another project must not decide here.
     dry_run = subprocess.run([str(nvcc), "--dryrun", "-c", "-x", "cu", *arch_flags(arch), os.devnull,
-                              "-o", os.devnull], capture_output=True, text=True, check=False)
-    return dry_run.returncode == 0 or "Unsupported gpu architecture" not in dry_run.stdout + dry_run.stderr
+                              "-o", os.devnull], capture_output=True, text=True, check=False,
+                             env=sandbox_environment())
+    return dry_run.returncode == 0 or not _UNKNOWN_ARCH.search(dry_run.stdout + dry_run.stderr)
 
 
 @cache

@@ -11,7 +11,9 @@ from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.nvcc import (
     COMPILE_TIMEOUT_S,
     CompileResult,
+    _arch_supported,
     arch_flags,
+    arch_problem,
     compile_object,
     find_nvcc,
     parse_messages,
@@ -128,6 +130,39 @@ def test_a_configured_nvcc_that_does_not_exist_is_a_user_error(monkeypatch: pyte
     monkeypatch.setenv("KERNELBLASTER_NVCC", "/nowhere/nvcc")
     with pytest.raises(UserFacingError, match="KERNELBLASTER_NVCC=/nowhere/nvcc"):
         find_nvcc()
+
+
+def test_a_configured_nvcc_that_cannot_be_executed_is_a_user_error(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    not_executable = tmp_path / "nvcc"
+    not_executable.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("KERNELBLASTER_NVCC", str(not_executable))
+    with pytest.raises(UserFacingError, match=f"KERNELBLASTER_NVCC={not_executable} does not name"):
+        find_nvcc()
+
+
+def test_compiling_for_an_arch_nvcc_does_not_know_is_a_user_error_before_nvcc_sees_the_source(
+        tmp_path: Path) -> None:
+    source = tmp_path / "candidate.cu"
+    source.write_text("this is not CUDA\n")  # were it compiled, its errors would be the compile error
+    with pytest.raises(UserFacingError, match=r"^nvcc [\d.]+ cannot compile for sm_80a; it supports sm_\d+"):
+        compile_object(source, tmp_path / "candidate.o", arch="sm_80a", include_dirs=[], cache_dir=None,
+                       sandbox=None)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+def test_an_arch_nvcc_compiles_for_raises_no_problem(arch: str) -> None:
+    assert arch_problem(arch) is None
+
+
+def test_an_arch_left_in_nvcc_append_flags_does_not_decide_the_arch_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A compile runs in the sandbox's environment, where nvcc never sees this variable.
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", "-arch=sm_10")
+    _arch_supported.cache_clear()
+    try:
+        assert arch_problem("sm_90") is None
+    finally:
+        _arch_supported.cache_clear()
 
 
 # Parsing of recorded log lines from the tools nvcc drives (the compile tests above use real logs).

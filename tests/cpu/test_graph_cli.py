@@ -193,6 +193,38 @@ def test_report_of_a_failed_run_whose_report_md_was_deleted_prints_its_failure_a
     assert capsys.readouterr().out == written
 
 
+def test_report_of_a_finished_run_without_report_md_or_status_json_prints_it_again_from_report_json(
+        tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _ended_run(tmp_path)
+    written = (run / "report.md").read_text()
+    (run / "report.md").unlink()
+    (run / "status.json").write_text("{damaged")
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 0
+    assert capsys.readouterr().out == written
+
+
+def test_report_rebuilt_from_a_damaged_report_json_is_one_line_naming_it(
+        tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _ended_run(tmp_path)
+    (run / "report.md").unlink()
+    (run / "report.json").write_text("{}")
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and f"{run / 'report.json'}, which it can be rebuilt from, cannot be read" in error
+
+
+def test_a_rebuilt_report_is_announced_on_stderr_naming_the_missing_file(
+        tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _ended_run(tmp_path)
+    (run / "report.md").unlink()
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 0
+    assert capsys.readouterr().err == (f"kernelblaster: note: {run / 'report.md'} is missing; this is the report "
+                                       f"rebuilt from {run / 'report.json'}\n")
+
+
 def test_report_of_a_finished_run_with_neither_report_file_left_names_the_missing_report(
         tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
     run = _ended_run(tmp_path)

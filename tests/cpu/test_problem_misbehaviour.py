@@ -104,6 +104,24 @@ def test_os_exit_from_another_thread_during_a_step_still_exits(monkeypatch: pyte
     assert exits == [4]
 
 
+def test_a_child_forked_during_a_step_exits_with_the_status_it_gives() -> None:
+    with problem.problem_code(Path("p.py"), "importing it"):
+        child = os.fork()
+        if child == 0:
+            os._exit(7)  # were it refused, the child would go on running this test
+        _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 7
+
+
+def test_os_exit_kept_past_its_step_ends_the_process_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    exits: list[int] = []
+    monkeypatch.setattr(os, "_exit", exits.append)  # stands in for ending the process
+    with problem.problem_code(Path("p.py"), "importing it"):
+        kept = os._exit  # as `from os import _exit` at a problem's import keeps it
+    kept(5)
+    assert exits == [5]
+
+
 @pytest.mark.parametrize(("name", "step"), [("broken_sleeps_at_import.py", "importing it"),
                                             ("broken_sleeps_in_get_inputs.py", "building the model or its inputs")])
 def test_a_problem_that_waits_forever_is_stopped_at_the_step_time_limit(
