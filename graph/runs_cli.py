@@ -85,21 +85,25 @@ def run_report(options: ReportOptions) -> int:
         print(read_text_file(files.report_markdown, "the report"), end="")
         return 0
     status = files.read_status()
-    current = _current(status) if status else "created"
-    # Without a readable status.json, report.json (written only when a run finishes) says it ended.
-    rebuilt = _rebuilt_report(files, record, status) if status is None or current not in _WHY_NO_REPORT else None
-    if rebuilt is None and current in _WHY_NO_REPORT:
-        raise UserFacingError(f"{files.root} has no report yet: "
-                              f"{_WHY_NO_REPORT[current].format(run=files.root, pid=status.pid if status else '?')}")
+    # Without a readable status.json, report.json (written only when a run finishes) says whether it ended.
+    current = _current(status) if status else None
+    rebuilt = None if current in _WHY_NO_REPORT else _rebuilt_report(files, record, status)
     if rebuilt is None:
-        raise UserFacingError(f"{files.report_markdown} is missing: the run is {current}, but its report was deleted "
-                              f"and {files.report_json}, which it can be rebuilt from, is missing too")
+        raise UserFacingError(_why_no_report(files, current or "created", status))
     text, source = rebuilt
     # On stderr: stdout stays the report alone, as when the file is there.
     print(f"kernelblaster: note: {files.report_markdown} is missing; this is the report rebuilt from {source}",
           file=sys.stderr)
     print(text, end="")
     return 0
+
+
+def _why_no_report(files: RunFiles, current: str, status: RunStatus | None) -> str:
+    if current in _WHY_NO_REPORT:
+        why = _WHY_NO_REPORT[current].format(run=files.root, pid=status.pid if status else "?")
+        return f"{files.root} has no report yet: {why}"
+    return (f"{files.report_markdown} is missing: the run is {current}, but its report was deleted and "
+            f"{files.report_json}, which it can be rebuilt from, is missing too")
 
 
 def _rebuilt_report(files: RunFiles, record: RunRecord, status: RunStatus | None) -> tuple[str, Path] | None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.cli import Finished, kernelblaster
 from fixtures.graph.fake_openai import FakeOpenAI, Quirk, kernelblaster_roles
 from fixtures.graph.recorded_evaluator import EvaluationLog
 from fixtures.graph.scenario import PROBLEM
@@ -171,14 +172,25 @@ def _ended_run(tmp_path: Path, *quirks: Quirk) -> Path:
     return tmp_path / "run"
 
 
+def _report_again(capsys: pytest.CaptureFixture[str], run: Path, rewritten: dict[str, str | None]) -> Finished:
+    """`kernelblaster report RUN` once `report.md` is deleted and each file in `rewritten` is given its text, or
+    deleted where it is None."""
+    (run / "report.md").unlink()
+    for name, text in rewritten.items():
+        if text is None:
+            (run / name).unlink()
+        else:
+            (run / name).write_text(text)
+    capsys.readouterr()
+    return kernelblaster(capsys, "report", run)
+
+
 def test_report_of_a_finished_run_whose_report_md_was_deleted_prints_it_again_from_report_json(
         tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
     run = _ended_run(tmp_path)
     written = (run / "report.md").read_text()
-    (run / "report.md").unlink()
-    capsys.readouterr()
-    assert main(["report", str(run)]) == 0
-    assert capsys.readouterr().out == written
+    again = _report_again(capsys, run, {})
+    assert again.status == 0 and again.out == written
     assert not (run / "report.md").exists()
 
 
@@ -187,50 +199,36 @@ def test_report_of_a_failed_run_whose_report_md_was_deleted_prints_its_failure_a
     run = _ended_run(tmp_path, "bad_key")
     written = (run / "report.md").read_text()
     assert "failed" in written
-    (run / "report.md").unlink()
-    capsys.readouterr()
-    assert main(["report", str(run)]) == 0
-    assert capsys.readouterr().out == written
+    again = _report_again(capsys, run, {})
+    assert again.status == 0 and again.out == written
 
 
 def test_report_of_a_finished_run_without_report_md_or_status_json_prints_it_again_from_report_json(
         tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
     run = _ended_run(tmp_path)
     written = (run / "report.md").read_text()
-    (run / "report.md").unlink()
-    (run / "status.json").write_text("{damaged")
-    capsys.readouterr()
-    assert main(["report", str(run)]) == 0
-    assert capsys.readouterr().out == written
+    again = _report_again(capsys, run, {"status.json": "{damaged"})
+    assert again.status == 0 and again.out == written
 
 
 def test_report_rebuilt_from_a_damaged_report_json_is_one_line_naming_it(
         tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
     run = _ended_run(tmp_path)
-    (run / "report.md").unlink()
-    (run / "report.json").write_text("{}")
-    capsys.readouterr()
-    assert main(["report", str(run)]) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and f"{run / 'report.json'}, which it can be rebuilt from, cannot be read" in error
+    again = _report_again(capsys, run, {"report.json": "{}"})
+    assert again.status == 2
+    assert f"{run / 'report.json'}, which it can be rebuilt from, cannot be read" in again.error_line
 
 
 def test_a_rebuilt_report_is_announced_on_stderr_naming_the_missing_file(
         tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
     run = _ended_run(tmp_path)
-    (run / "report.md").unlink()
-    capsys.readouterr()
-    assert main(["report", str(run)]) == 0
-    assert capsys.readouterr().err == (f"kernelblaster: note: {run / 'report.md'} is missing; this is the report "
-                                       f"rebuilt from {run / 'report.json'}\n")
+    again = _report_again(capsys, run, {})
+    assert again.err == (f"kernelblaster: note: {run / 'report.md'} is missing; this is the report rebuilt from "
+                         f"{run / 'report.json'}\n")
 
 
 def test_report_of_a_finished_run_with_neither_report_file_left_names_the_missing_report(
         tmp_path: Path, recorded_harness: EvaluationLog, capsys: pytest.CaptureFixture[str]) -> None:
     run = _ended_run(tmp_path)
-    (run / "report.md").unlink()
-    (run / "report.json").unlink()
-    capsys.readouterr()
-    assert main(["report", str(run)]) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and error.startswith(f"kernelblaster: {run / 'report.md'} is missing"), error
+    again = _report_again(capsys, run, {"report.json": None})
+    assert again.status == 2 and again.error_line.startswith(f"{run / 'report.md'} is missing")

@@ -76,27 +76,15 @@ def test_a_replay_asked_a_prompt_the_recording_has_no_answer_for_stops_in_one_li
     assert "has no answer for the state_extractor prompt i0-t0-s1.extract_state" in error
 
 
-def test_replaying_a_directory_without_a_recording_is_a_one_line_error(tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("recording", "error_line"), [
+    (None, "--replay-from {folder}: no llm.jsonl there to replay (every run against an endpoint records one)"),
+    ('{"role": "lowering"}\n{"not": "an exchange"}\n', "{folder}/llm.jsonl:1: not a recorded exchange"),
+    ("", "--replay-from {folder}: {folder}/llm.jsonl holds no recorded exchange to replay"),
+], ids=["missing", "damaged", "empty"])
+def test_a_recording_that_cannot_be_replayed_is_refused_in_one_line_before_the_run_directory_is_made(
+        recording: str | None, error_line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if recording is not None:
+        (tmp_path / "llm.jsonl").write_text(recording)
     assert _replay(tmp_path, tmp_path) == 2
-    error = capsys.readouterr().err
-    assert "no llm.jsonl there to replay" in error and error.count("\n") == 1
-    assert not (tmp_path / "replayed").exists()
-
-
-def test_replaying_a_damaged_recording_is_refused_in_one_line_before_the_run_directory_is_made(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "llm.jsonl").write_text('{"role": "lowering"}\n{"not": "an exchange"}\n')
-    assert _replay(tmp_path, tmp_path) == 2
-    error = capsys.readouterr().err
-    assert error == f"kernelblaster: {tmp_path / 'llm.jsonl'}:1: not a recorded exchange\n"
-    assert not (tmp_path / "replayed").exists()
-
-
-def test_replaying_an_empty_recording_is_refused_in_one_line_before_the_run_directory_is_made(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "llm.jsonl").write_text("")
-    assert _replay(tmp_path, tmp_path) == 2
-    error = capsys.readouterr().err
-    assert "holds no recorded exchange to replay" in error and error.count("\n") == 1
+    assert capsys.readouterr().err == f"kernelblaster: {error_line.format(folder=tmp_path)}\n"
     assert not (tmp_path / "replayed").exists()
