@@ -44,9 +44,9 @@ from kernelblaster.harness.precision import PrecisionPolicy
 from kernelblaster.harness.problem import Problem, load_problem
 from kernelblaster.harness.profile import ProfileOutcome
 from kernelblaster.harness.profile_run import profile_candidate, profile_pytorch
-from kernelblaster.harness.references import ReferenceCache
+from kernelblaster.harness.references import FLOAT64_FLOP_LIMIT, ReferenceCache
 from kernelblaster.harness.result import BaselineTiming, CandidateTiming, CompileSummary, EvalResult, Roofline, Speedup
-from kernelblaster.harness.roofline import peaks_for_device, roofline_check, roofline_for
+from kernelblaster.harness.roofline import below_compute_floor, peaks_for_device, roofline_check, roofline_for
 from kernelblaster.harness.sanitize_run import SanitizedCall, require_sanitizer, sanitize_call
 from kernelblaster.harness.timing import (
     flush_and_sync_ms,
@@ -61,6 +61,7 @@ from kernelblaster.harness.verify import (
     Verification,
     VerificationContext,
     check_timed_outputs,
+    extra_verification,
     verify_candidate,
 )
 from kernelblaster.kb.operations import OperationKind
@@ -257,8 +258,9 @@ class CandidateEvaluator:
 
     @cached_property
     def references(self) -> ReferenceCache:
+        float64 = self.plan.float64_references and self.analysis.footprint.flops <= FLOAT64_FLOP_LIMIT
         return ReferenceCache(self.problem, self._require_gpu(), list(range(self.options.seeds)),
-                              self.plan.references, self.plan.sizes.float_inputs)
+                              self.plan.references, self.plan.sizes.float_inputs, float64)
 
     @cached_property
     def roofline(self) -> Roofline:
@@ -336,6 +338,11 @@ class CandidateEvaluator:
                                                           lambda: self._verify(session, sets[0])))
                 if measure and findings.passed:
                     findings.add_measurement(self._timed(findings, "time", lambda: self._time(session, sets)))
+                timing = findings.timing
+                if timing is not None and findings.passed and below_compute_floor(self.roofline,
+                                                                                  timing.event.median_ms):
+                    findings.checks.append(self._timed(findings, "reverify", lambda: extra_verification(
+                        session, sets[0], self._verification_context())))
         except DriverError as error:  # setup, or a call while timing
             findings.driver_failure = DriverFailure.of(error)
             findings.checks.append(findings.driver_failure.check())

@@ -156,6 +156,10 @@ def compute_case(instance: ProblemInstance, special: tuple[str, Callable[[torch.
     params = list(instance.initial_state.values())
     placement = Placement.of(originals, floats) if special is not None else None
     if placement is not None and placement.any:
+        # The finite inputs: what was placed, with each special value replaced by the original finite one.
+        originals = [torch.where(nan | inf, original, placed)
+                     for original, placed, nan, inf in zip(originals, floats, placement.nan, placement.inf,
+                                                           strict=True)]
         def forward(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
             with torch_precision("strict"):
                 return instance.reference(_replaced(instance.args, floats, tensors))

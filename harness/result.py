@@ -23,7 +23,7 @@ NOT_THE_CANDIDATES: frozenset[Verdict] = frozenset({"no_gpu", "too_large", "harn
 
 CHECK_ORDER = (
     "static", "compile", "runs", "outputs_written", "correct", "inputs_unchanged", "deterministic",
-    "no_caching", "special_values", "sanitizer", "stream_escape", "timed_outputs", "roofline",
+    "no_caching", "special_values", "sanitizer", "stream_escape", "timed_outputs", "extra_verification", "roofline",
 )
 
 
@@ -90,6 +90,18 @@ class Roofline(BaseModel):
     fraction_of_floor: float | None = Field(default=None, description="floor_ms / candidate time (1 = at the "
                                                                       "floor); None until a time is known")
     limited_by: Literal["memory", "compute"] = Field(description="Which of the two sets the floor")
+    memory_floor_ms: float | None = Field(default=None, description="Compulsory bytes over the measured bandwidth "
+                                                                    "with headroom, ms: the physical floor, below "
+                                                                    "which a time is `suspicious`")
+    compute_floor_ms: float | None = Field(default=None, description="The reference algorithm's FLOPs over the peak "
+                                                                     "with headroom, ms: a time below it (an "
+                                                                     "algebraic rewrite does less work) earns more "
+                                                                     "verification, not rejection")
+
+    @property
+    def physical_floor_ms(self) -> float:
+        """The memory floor; a roofline recorded before the floors were split counts its whole floor."""
+        return self.memory_floor_ms if self.memory_floor_ms is not None else self.floor_ms
 
 
 class CompileSummary(BaseModel):

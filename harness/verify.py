@@ -10,6 +10,7 @@ reference cache holds at most one case while a check runs.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
@@ -150,6 +151,32 @@ def _timed_set_failure(index: int, shared: SharedSet, context: VerificationConte
     return None if check.passed else check
 
 
+# Calls below the reference algorithm's compute floor (an algebraic rewrite, or skipped work) are checked on this
+# many more seeds, drawn now (the candidate cannot know them); every other one has one large value at a random
+# place of each input, which a kernel that skips work misses.
+EXTRA_SEEDS = 6
+
+
+def extra_verification(session: DriverSession, shared: SharedSet, context: VerificationContext) -> CheckResult:
+    """More verification for a candidate faster than the reference's FLOPs allow (`roofline.below_compute_floor`):
+    fresh random seeds, half with a large value at a random place of every input. A DriverError propagates."""
+    runner = _CandidateRunner(session, shared, context)
+    for index in range(EXTRA_SEEDS):
+        case = context.references.fresh_case(secrets.randbelow(2**31), spike=index % 2 == 1)
+        runner.call(case)
+        label = f"extra verification below the compute floor, {case.label}"
+        written = runner.outputs_written()
+        if not written.passed:
+            return written.model_copy(update={"name": "extra_verification", "detail": f"{label}: {written.detail}"})
+        check = runner.compare_case(case, "extra_verification", label)
+        del case
+        if not check.passed:
+            return check
+    return CheckResult(name="extra_verification", passed=True,
+                       detail=f"below the reference's compute floor: {EXTRA_SEEDS} more random seeds, half with one "
+                       "large value per input, gave correct outputs")
+
+
 class _CandidateRunner:
     def __init__(self, session: DriverSession, shared: SharedSet, context: VerificationContext) -> None:
         self.session, self.shared, self.context = session, shared, context
@@ -161,10 +188,10 @@ class _CandidateRunner:
         references = self.context.references
         first = references.seed_case(references.seeds[0])
         self.weak_reference = any(is_weak_reference(r, self.context.chunk) for r in first.outputs)
-        self._call(first)
+        self.call(first)
         yield CheckResult(name="runs", passed=True, detail="kb_forward returned 0 with no CUDA error")
-        yield self._outputs_written()
-        yield self._compare_case(first, "correct", first.label)
+        yield self.outputs_written()
+        yield self.compare_case(first, "correct", first.label)
         yield self._inputs_unchanged(first)
         self._conditioning = first.conditioning
         del first  # a per-case cache computes the next cases one at a time: hold none meanwhile
@@ -181,7 +208,7 @@ class _CandidateRunner:
     def _names(self) -> list[str]:
         return [buffer.spec.name for buffer in self.shared.outputs]
 
-    def _call(self, case: ReferenceCase) -> None:
+    def call(self, case: ReferenceCase) -> None:
         """Fill the shared set with the case's arguments and run the candidate once on it."""
         self.shared.fill(case.tensor_args, case.params)
         self._rerun()
@@ -191,10 +218,10 @@ class _CandidateRunner:
         torch.cuda.synchronize(self.context.references.gpu)
         self.session.run(0, timeout_s=self.context.timeout_s)
 
-    def _compare_case(self, case: ReferenceCase, check: str, label: str) -> CheckResult:
+    def compare_case(self, case: ReferenceCase, check: str, label: str) -> CheckResult:
         return self.context.compare_case(self._outputs, case, self._names, check, label)
 
-    def _outputs_written(self) -> CheckResult:
+    def outputs_written(self) -> CheckResult:
         counts = [(b.spec.name, unwritten_elements(b.tensor, self.context.chunk), b.tensor.numel())
                   for b in self.shared.outputs]
         unwritten = [f"'{name}': {count} of {total}" for name, count, total in counts if count]
@@ -244,8 +271,8 @@ class _CandidateRunner:
 
     def _check_fresh_seed(self, seed: int) -> CheckResult:
         case = self.context.references.seed_case(seed)
-        self._call(case)
-        check = self._compare_case(case, "no_caching", f"{case.label} refilled into the same buffers")
+        self.call(case)
+        check = self.compare_case(case, "no_caching", f"{case.label} refilled into the same buffers")
         if not check.passed and self._same_as_previous():
             return check.model_copy(update={"detail": check.detail + " — the output is identical to the previous "
                                             "call's: results are being cached"})
@@ -266,5 +293,5 @@ class _CandidateRunner:
 
     def _check_special(self, label: str) -> CheckResult:
         case = self.context.references.special_case(label)
-        self._call(case)
-        return self._compare_case(case, "special_values", case.label)
+        self.call(case)
+        return self.compare_case(case, "special_values", case.label)
