@@ -10,11 +10,12 @@ candidate whose error against the float64 result is at most `CONDITIONING_FACTOR
 
 K = 32. Why: fp32 kernels that sum in another order (sequential, blocked, tree) differ in rounding error by
 roughly sqrt(n)/log(n) for n-term reductions, under 25 for the reductions of KernelBench (n up to about 1e5),
-so K covers a kernel as accurate as PyTorch with room; TF32 rounds operands to 10 mantissa bits, 2^13 = 8192
-times fp32's unit roundoff, and under the same amplification its errors stay about 250 times beyond K, so a
-kernel quietly using TF32 still fails `strict` however ill-conditioned the case. Where the policy's bound is
-already wider (well-conditioned cases: PyTorch's error near 1e-7), nothing changes. PyTorch's own output always
-passes against the float64 one (K >= 2 covers rounding the float64 result to the output's dtype).
+so K covers a kernel as accurate as PyTorch with room. The widening follows each case: on a well-conditioned
+case (PyTorch's error near 1e-7) K times it stays far below the policy's bound, nothing changes, and TF32
+(operands rounded to 10 mantissa bits, 2^13 = 8192 times fp32's unit roundoff) still fails `strict` there. On
+an ill-conditioned case the bound becomes what fp32 itself can achieve; TF32 may then pass that one case, but
+not the ordinary seeds every candidate is also checked on. PyTorch's own output always passes against the
+float64 one (K >= 2 covers rounding the float64 result to the output's dtype).
 """
 
 from __future__ import annotations

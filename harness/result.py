@@ -117,7 +117,8 @@ class CompileSummary(BaseModel):
 class HarnessFailure(BaseModel):
     """An exception in the trusted process (never the candidate's doing): what failed where, in full."""
 
-    stage: str = Field(description="The stage that raised: plan, setup, verify, time, profile or score")
+    stage: str = Field(description="The stage that raised: plan, setup, verify, time, reverify, sanitize, "
+                                   "profile or score")
     error: str = Field(description="The exception's type and message, one line")
     traceback: str = Field(description="The Python traceback, for a bug report")
 
