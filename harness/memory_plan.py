@@ -143,10 +143,10 @@ def _case_bytes(sizes: ProblemSizes) -> int:
 
 
 def _computing_bytes(sizes: ProblemSizes, float64: bool) -> int:
-    """Computing a case beyond what it keeps: the model's own copy of the params and the forward pass, a copy of
-    the inputs (special values keep the finite originals) and with `float64` the float64 model, inputs and
-    forward pass (twice the fp32 bytes each)."""
-    fp32 = sizes.param_bytes + sizes.forward_peak_bytes + sizes.input_bytes + LIBRARY_WORKSPACE_BYTES
+    """Computing a case beyond what it keeps: the model's own copy of the params and the forward pass, and with
+    `float64` the float64 model, inputs and forward pass (twice the fp32 bytes each). Special values cost no
+    input copy on the GPU: the originals are kept on the host and the inputs changed in place where they sit."""
+    fp32 = sizes.param_bytes + sizes.forward_peak_bytes + LIBRARY_WORKSPACE_BYTES
     return fp32 + (2 * (sizes.param_bytes + sizes.input_bytes + sizes.forward_peak_bytes) if float64 else 0)
 
 

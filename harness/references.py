@@ -146,7 +146,8 @@ def compute_case(instance: ProblemInstance, special: tuple[str, Callable[[torch.
     label = f"seed {instance.seed}"
     # Once per distinct tensor: an input passed twice is still transformed once.
     floats = list({id(a): a for a in instance.args if is_float_tensor(a)}.values())
-    originals = [tensor.clone() for tensor in floats] if special is not None else []
+    # The originals, on the host: only their values where special values land are read back.
+    originals = [tensor.to("cpu", copy=True) for tensor in floats] if special is not None else []
     if special is not None:
         label, transform = special
         for tensor in floats:
@@ -155,22 +156,31 @@ def compute_case(instance: ProblemInstance, special: tuple[str, Callable[[torch.
         outputs = instance.reference()
     params = list(instance.initial_state.values())
     placement = Placement.of(originals, floats) if special is not None else None
+    del originals
     if placement is not None and placement.any:
-        # The finite inputs: what was placed, with each special value replaced by the original finite one.
-        originals = [torch.where(nan | inf, original, placed)
-                     for original, placed, nan, inf in zip(originals, floats, placement.nan, placement.inf,
-                                                           strict=True)]
-        def forward(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-            with torch_precision("strict"):
-                return instance.reference(_replaced(instance.args, floats, tensors))
-
-        finite = forward(originals)
-        reach = reach_of(forward, originals, placement, finite)
-        exact, conditioning = _float64(instance, floats, originals, finite) if float64 else (None, None)
-        expectation = SpecialExpectation(exact if exact is not None else finite, reach)
-        return ReferenceCase(label, instance.args, params, outputs, None, conditioning, expectation)
+        return _special_case(instance, label, floats, placement, outputs, float64)
     exact, conditioning = _float64(instance, floats, floats, outputs) if float64 else (None, None)
     return ReferenceCase(label, instance.args, params, outputs, exact, conditioning)
+
+
+def _special_case(instance: ProblemInstance, label: str, floats: list[torch.Tensor], placement: Placement,
+                  outputs: list[torch.Tensor], float64: bool) -> ReferenceCase:
+    """A case with NaN/Inf in its inputs: the reference on the finite originals and what each kind reaches.
+    The inputs hold the finite originals while these are computed, and their special values again after."""
+    def forward() -> list[torch.Tensor]:
+        with torch_precision("strict"):
+            return instance.reference()
+
+    placement.write(floats)
+    try:
+        finite = forward()
+        reach = reach_of(forward, floats, placement, finite)
+        exact, conditioning = _float64(instance, floats, floats, finite) if float64 else (None, None)
+    finally:
+        placement.restore(floats)
+    expectation = SpecialExpectation(exact if exact is not None else finite, reach)
+    return ReferenceCase(label, instance.args, list(instance.initial_state.values()), outputs, None, conditioning,
+                         expectation)
 
 
 def _replaced(args: list[Any], floats: Sequence[torch.Tensor], tensors: Sequence[torch.Tensor]) -> list[Any]:

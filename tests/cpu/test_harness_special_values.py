@@ -94,28 +94,68 @@ def attention_skipping_masked_work(instance: ProblemInstance, x: torch.Tensor, l
 
 
 def test_the_placement_is_read_from_the_data_wherever_the_values_sit() -> None:
-    original = torch.zeros(3, 4)
+    original = torch.arange(12.0).reshape(3, 4)
     placed = original.clone()
     placed[1, 2], placed[2, 0], placed[0, 3] = math.nan, math.inf, -math.inf
     placement = Placement.of([original], [placed])
-    assert placement.nan[0].nonzero().tolist() == [[1, 2]]
-    assert placement.inf[0].nonzero().tolist() == [[0, 3], [2, 0]]
+    assert placement.nan[0].index.tolist() == [6] and placement.nan[0].original.tolist() == [6.0]
+    assert placement.inf[0].index.tolist() == [3, 8] and placement.inf[0].original.tolist() == [3.0, 8.0]
+
+
+def test_a_value_already_non_finite_in_the_original_is_not_a_placed_one() -> None:
+    original = torch.tensor([1.0, math.nan, 3.0])
+    placed = torch.tensor([1.0, math.nan, math.inf])
+    placement = Placement.of([original], [placed])
+    assert placement.nan[0].count == 0 and placement.inf[0].index.tolist() == [2]
+
+
+def test_restoring_a_placement_puts_back_each_special_value_with_its_sign() -> None:
+    original = torch.zeros(4)
+    placed = torch.tensor([math.inf, 0.0, -math.inf, math.nan])
+    placement = Placement.of([original], [placed])
+    placement.write([placed])
+    assert placed.tolist() == [0.0, 0.0, 0.0, 0.0]
+    placement.restore([placed])
+    assert placed[:3].tolist() == [math.inf, 0.0, -math.inf] and placed[3].isnan()
+
+
+def finite_state(x: torch.Tensor, special: dict[tuple[int, int], float]) -> tuple[torch.Tensor, Placement]:
+    """A copy of `x` with `special` placed, then put back to its finite originals (as reach_of wants it)."""
+    placed = x.clone()
+    for index, value in special.items():
+        placed[index] = value
+    placement = Placement.of([x], [placed])
+    placement.write([placed])
+    return placed, placement
 
 
 def test_an_elementwise_output_is_reached_by_its_own_input_alone() -> None:
     x = torch.randn(5, 6, generator=torch.Generator().manual_seed(1))
-    placed = x.clone()
-    placed[2, 3] = math.nan
-    reach = reach_of(lambda t: [torch.sigmoid(t[0]) * 2], [x], Placement.of([x], [placed]), [torch.sigmoid(x) * 2])
+    tensor, placement = finite_state(x, {(2, 3): math.nan})
+    reach = reach_of(lambda: [torch.sigmoid(tensor) * 2], [tensor], placement, [torch.sigmoid(x) * 2])
     assert reach[0].nan.nonzero().tolist() == [[2, 3]] and not reach[0].inf.any()
 
 
 def test_a_reduction_output_is_reached_by_every_input_of_its_row() -> None:
     x = torch.randn(4, 8, generator=torch.Generator().manual_seed(2))
-    placed = x.clone()
-    placed[1, 5] = math.inf
-    reach = reach_of(lambda t: [t[0].sum(dim=1)], [x], Placement.of([x], [placed]), [x.sum(dim=1)])
+    tensor, placement = finite_state(x, {(1, 5): math.inf})
+    reach = reach_of(lambda: [tensor.sum(dim=1)], [tensor], placement, [x.sum(dim=1)])
     assert reach[0].inf.tolist() == [False, True, False, False]
+
+
+def test_finding_the_reach_leaves_the_inputs_at_their_finite_originals() -> None:
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(4))
+    tensor, placement = finite_state(x, {(1, 5): math.inf, (2, 2): math.nan})
+    reach_of(lambda: [tensor.sum(dim=1)], [tensor], placement, [x.sum(dim=1)])
+    assert torch.equal(tensor, x)
+
+
+def test_a_relu_is_reached_where_the_perturbation_moves_it_either_way() -> None:
+    """Moved down, a negative input leaves relu at 0; moved up it does not: both directions are tried."""
+    x = -torch.ones(2, 3)
+    tensor, placement = finite_state(x, {(0, 1): math.nan})
+    reach = reach_of(lambda: [torch.relu(tensor)], [tensor], placement, [torch.relu(x)])
+    assert reach[0].nan.nonzero().tolist() == [[0, 1]]
 
 
 def test_earlier_rows_of_causal_attention_are_not_reached_by_a_later_token() -> None:
