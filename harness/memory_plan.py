@@ -143,11 +143,14 @@ def _case_bytes(sizes: ProblemSizes) -> int:
 
 
 def _computing_bytes(sizes: ProblemSizes, float64: bool) -> int:
-    """Computing a case beyond what it keeps: the model's own copy of the params and the forward pass, and with
-    `float64` the float64 model, inputs and forward pass (twice the fp32 bytes each). Special values cost no
-    input copy on the GPU: the originals are kept on the host and the inputs changed in place where they sit."""
-    fp32 = sizes.param_bytes + sizes.forward_peak_bytes + LIBRARY_WORKSPACE_BYTES
-    return fp32 + (2 * (sizes.param_bytes + sizes.input_bytes + sizes.forward_peak_bytes) if float64 else 0)
+    """Computing a case beyond its inputs and params: the model's own copy of the params and one forward pass,
+    beside what the case holds meanwhile (PyTorch's result and, for special values, the finite reference and the
+    reach masks: the outputs three times at most). With `float64`, the float64 model, inputs and forward pass
+    (twice the fp32 bytes each) and the result rounded back. Special values cost no input copy on the GPU: the
+    originals are kept on the host and the inputs changed in place where the special values sit."""
+    fp32 = sizes.param_bytes + sizes.forward_peak_bytes + 3 * sizes.output_bytes + LIBRARY_WORKSPACE_BYTES
+    fp64 = 2 * (sizes.param_bytes + sizes.input_bytes + sizes.forward_peak_bytes) + sizes.output_bytes
+    return fp32 + (fp64 if float64 else 0)
 
 
 def _comparing_bytes(sizes: ProblemSizes) -> int:
