@@ -145,3 +145,26 @@ def test_a_kernel_right_only_on_the_verification_cases_fails_extra_verification(
     check = extra_verification(session, shared, context)
     assert not check.passed and check.name == "extra_verification"
     assert "extra verification below the compute floor" in check.detail
+
+
+def test_a_kernel_that_skips_work_still_fails_correct(monkeypatch: pytest.MonkeyPatch) -> None:
+    def skips_rows(inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [inputs[0] @ params[0][::2].sum(dim=0).unsqueeze(1) * 0.75]  # half of W's rows never read
+
+    session, shared, context = setup(GEMM_SUM, skips_rows, monkeypatch)
+    failed = verify_candidate(session, shared, context).checks[-1]
+    assert not failed.passed and failed.name == "correct", failed.detail
+
+
+def test_a_kernel_that_caches_its_first_result_still_fails_no_caching(monkeypatch: pytest.MonkeyPatch) -> None:
+    cache: list[torch.Tensor] = []
+
+    def cached(inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
+        if not cache:
+            cache.append(gemm_sum_rewrite(inputs, params)[0].clone())
+        return [cache[0]]
+
+    session, shared, context = setup(GEMM_SUM, cached, monkeypatch)
+    failed = verify_candidate(session, shared, context).checks[-1]
+    assert not failed.passed and failed.name == "no_caching", failed.detail
+    assert "cached" in failed.detail
