@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import torch
 
-from kernelblaster.harness.conditioning import Conditioning, measure_conditioning
+from kernelblaster.harness.conditioning import Conditioning, either_expected, measure_conditioning
 from kernelblaster.harness.precision import torch_precision
 from kernelblaster.harness.problem import Problem, ProblemInstance, instantiate, outputs_as_list
 from kernelblaster.harness.special_values import Placement, Reach, expected_output, reach_of
@@ -63,7 +63,9 @@ class ReferenceCase:
         for special values the mathematics (`special_values.expected_output`)."""
         if self.special is not None:
             return expected_output(output, self.outputs[index], self.special.finite[index], self.special.reach[index])
-        return self.exact[index] if self.exact is not None else self.outputs[index]
+        if self.exact is None:
+            return self.outputs[index]
+        return either_expected(output, self.outputs[index], self.exact[index])
 
     def conditioning_of(self, index: int) -> Conditioning | None:
         return self.conditioning[index] if self.conditioning is not None else None

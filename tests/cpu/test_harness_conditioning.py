@@ -4,6 +4,7 @@ Conv2d + InstanceNorm at inputs scaled by 1e-4, at a CPU test's size) and a wron
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -153,3 +154,55 @@ def test_a_problem_that_cannot_run_in_float64_is_judged_against_fp32_with_the_po
     case = compute_case(instantiate(load_problem(problem), 0, "cpu"), None, float64=True)
     assert case.exact is None and case.conditioning is None
     assert case.expected(0, case.outputs[0]) is case.outputs[0]
+
+
+# ---- where fp32 and float64 differ in kind -----------------------------------------------------------------
+
+OVERFLOW_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.exp(x * 30) / torch.exp(x * 30 - 1)  # e everywhere; NaN in fp32 where exp(30 x) overflows
+
+
+def get_inputs():
+    return [torch.randn(64, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def overflow_case(tmp_path: Path) -> ReferenceCase:
+    problem = tmp_path / "overflow.py"
+    problem.write_text(OVERFLOW_PROBLEM)
+    return compute_case(instantiate(load_problem(problem), 0, "cpu"), None, float64=True)
+
+
+def judge_overflow(tmp_path: Path, output: torch.Tensor, case: ReferenceCase) -> bool:
+    context = VerificationContext(ReferenceCache(load_problem(tmp_path / "overflow.py"), 0, [0], "per_case", True),
+                                  "strict", 10.0, 1 << 20)
+    return context.compare_case([output], case, ["out"], "correct", case.label).passed
+
+
+def test_where_an_fp32_intermediate_overflows_pytorchs_nan_is_accepted(tmp_path: Path) -> None:
+    case = overflow_case(tmp_path)
+    assert case.outputs[0].isnan().any() and case.exact is not None and case.exact[0].isfinite().all()
+    assert judge_overflow(tmp_path, case.outputs[0], case)
+
+
+def test_where_an_fp32_intermediate_overflows_the_exact_value_is_accepted_too(tmp_path: Path) -> None:
+    case = overflow_case(tmp_path)
+    assert judge_overflow(tmp_path, torch.full_like(case.outputs[0], math.e), case)
+
+
+def test_where_fp32_and_float64_agree_a_nan_is_still_wrong(tmp_path: Path) -> None:
+    case = overflow_case(tmp_path)
+    wrong = torch.full_like(case.outputs[0], math.e)
+    finite = case.outputs[0].isfinite().reshape(-1).nonzero()
+    wrong.view(-1)[int(finite[0])] = math.nan
+    assert not judge_overflow(tmp_path, wrong, case)
