@@ -4,7 +4,8 @@ too), time, score and profile; and explain a crash with compute-sanitizer's memc
 `CandidateEvaluator` is bound to one problem and one set of options: the problem's analysis (spec and
 footprint, derived without the GPU), header, memory plan, references, roofline and baselines are made
 once. The stages run separately, so an agent can retry a failed compile or verification before spending
-GPU time on timing; each returns a value, the values are gathered in `Findings`, and `verdict.decide`
+GPU time on timing (a time below the reference algorithm's compute floor is verified again, in the same driver
+process, before it is scored); each returns a value, the values are gathered in `Findings`, and `verdict.decide`
 turns them into the verdict in one place. Every outcome of the candidate (compile errors, crashes, hangs,
 wrong answers, forged replies, what the sandbox blocked) is an `EvalResult`, and so are a problem too
 large for the GPU (`too_large`, before anything is allocated) and any exception of the harness itself

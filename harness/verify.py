@@ -5,7 +5,10 @@ lowering agent to act on. All buffers belong to this trusted process; the driver
 inputs, params and outputs, and outputs are poisoned before every call so unwritten elements show.
 Outputs are read where the candidate wrote them (the shared buffers); one copy of them is kept for the
 determinism and staleness checks, and reference cases are requested one at a time, so a `per_case`
-reference cache holds at most one case while a check runs.
+reference cache holds at most one case while a check runs. Outputs are judged by `ReferenceCase.expected`: the
+float64 result where there is one, within bounds that follow the case's own conditioning, and for NaN/Inf in the
+inputs the outputs each special value reaches. A candidate faster than the reference's FLOPs allow is checked
+again on fresh random seeds and spiked inputs (`extra_verification`).
 """
 
 from __future__ import annotations
