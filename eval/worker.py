@@ -15,17 +15,19 @@ from pydantic import BaseModel, Field
 from kernelblaster.eval.problems import SuiteProblem
 from kernelblaster.eval.results import ProblemResult, RoleTokens, StopCause
 from kernelblaster.eval.suite_tokens import SuiteStopRequest
-from kernelblaster.graph.api import Run
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.cost import usage_cost
-from kernelblaster.graph.progress import Progress
-from kernelblaster.graph.run_files import RunFiles, write_text_atomically
-from kernelblaster.graph.services import Services
-from kernelblaster.graph.state import KernelRef, TokenUsage
+from kernelblaster.graph.app.api import Run
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.cost import usage_cost
+from kernelblaster.graph.core.progress import Progress
+from kernelblaster.graph.core.run_files import RunFiles
+from kernelblaster.graph.core.services import Services
+from kernelblaster.graph.core.state import KernelRef
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.harness.problem import ProblemError
 from kernelblaster.harness.result import EvalResult
 from kernelblaster.kb.safe_files import replace_as_sole_writer
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import write_text_atomically
 
 
 class ProblemBudget(BaseModel):

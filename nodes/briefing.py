@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
-from kernelblaster.graph.state import KernelRef, RunFacts, StepRecord
+from kernelblaster.graph.core.state import KernelRef, RunFacts, StepRecord
 from kernelblaster.harness.gpu_facts import GpuFacts
 from kernelblaster.harness.precision import PrecisionPolicy, Tolerance, tolerance_for
 from kernelblaster.harness.profile import KernelShare

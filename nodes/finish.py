@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.cost import usage_cost
-from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.run_files import RunFiles, write_text_atomically
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import OptimizationState, RunUpdate
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.cost import usage_cost
+from kernelblaster.graph.core.progress import ProgressNote, write_note
+from kernelblaster.graph.core.run_files import RunFiles
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import OptimizationState, RunUpdate
 from kernelblaster.nodes.kernels import read_result
 from kernelblaster.nodes.report import RunReport, Speedups, render_markdown, token_totals
+from kernelblaster.tools.files import write_text_atomically
 
 NODE = "finish"
 

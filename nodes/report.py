@@ -11,8 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from kernelblaster.graph.cost import Cost, ModelPrice, usage_cost
-from kernelblaster.graph.state import BaselineSummary, KernelRef, LearningNote, StepRecord, TokenUsage
+from kernelblaster.graph.core.cost import Cost, ModelPrice, usage_cost
+from kernelblaster.graph.core.state import BaselineSummary, KernelRef, LearningNote, StepRecord
+from kernelblaster.graph.llm.usage import TokenUsage
 
 
 class TokenTotal(BaseModel):

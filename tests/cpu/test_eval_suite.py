@@ -24,7 +24,7 @@ from kernelblaster.eval.results import DATABASE_NAME, ProblemRow, ResultsDB
 from kernelblaster.eval.runner import resume_suite, start_suite
 from kernelblaster.eval.suite import open_suite
 from kernelblaster.eval.suite_kb import LATEST_NAME, start_version
-from kernelblaster.graph.run_files import RunFiles
+from kernelblaster.graph.core.run_files import RunFiles
 from kernelblaster.kb.codec import decode
 from kernelblaster.kb.journal import read_changes, replay
 from kernelblaster.kb.paths import seed_kb_bytes

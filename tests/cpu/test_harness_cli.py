@@ -1,7 +1,7 @@
 """`kernelblaster eval | baseline | header` on a machine without a GPU.
 
 The end-to-end cases run `python -m kernelblaster.graph` in a subprocess (exit status, stdout, stderr, no traceback);
-argument errors and the quick one-line failures call `graph.cli.main` in-process, which is the same code
+argument errors and the quick one-line failures call `graph.app.cli.main` in-process, which is the same code
 without the interpreter start-up. Every run uses a temporary KERNELBLASTER_CACHE, never the home directory.
 """
 
@@ -19,7 +19,7 @@ import pytest
 import torch
 from fixtures import sanitizer_stand_in
 
-from kernelblaster.graph.cli import main
+from kernelblaster.graph.app.cli import main
 from kernelblaster.harness.build import check_libraries_installed
 from kernelblaster.harness.cli import exit_status
 from kernelblaster.harness.result import EvalResult, Verdict

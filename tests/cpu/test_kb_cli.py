@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fixtures.kb.lookup import optimization_of
 
-from kernelblaster.graph.cli import main
+from kernelblaster.graph.app.cli import main
 from kernelblaster.kb.edits import Deprecate
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent
 from kernelblaster.kb.paths import backup_path_for

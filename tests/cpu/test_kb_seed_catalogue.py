@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.graph.cli import main
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.run_cli import note_outdated_catalogue
+from kernelblaster.graph.app.cli import main
+from kernelblaster.graph.app.run_cli import note_outdated_catalogue
+from kernelblaster.graph.core.context import RunContext
 from kernelblaster.kb.paths import backup_path_for
 from kernelblaster.kb.seed_catalogue import describe_gaps
 from kernelblaster.kb.store import KnowledgeBase

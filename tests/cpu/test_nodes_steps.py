@@ -22,8 +22,8 @@ from fixtures.graph.scripted_chat import Reply, ScriptedChatModel
 from fixtures.kb.lookup import tried_optimization
 from pydantic import ValidationError
 
-from kernelblaster.graph.context import Role
-from kernelblaster.graph.state import StepProgress
+from kernelblaster.graph.core.state import StepProgress
+from kernelblaster.graph.llm.roles import Role
 
 
 def _run(tmp_path: Path, lowering: list[Reply], **settings: Any) -> tuple[Finished, dict[Role, ScriptedChatModel]]:

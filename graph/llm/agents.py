@@ -19,9 +19,9 @@ from typing import Generic, Protocol, Self, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
-from kernelblaster.graph.context import Role
-from kernelblaster.graph.run_files import write_text_atomically
-from kernelblaster.graph.state import TokenUsage
+from kernelblaster.graph.llm.roles import Role
+from kernelblaster.graph.llm.usage import TokenUsage
+from kernelblaster.tools.files import write_text_atomically
 
 T = TypeVar("T", bound=BaseModel)
 

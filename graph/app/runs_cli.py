@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from kernelblaster.graph.run_files import RunFiles, RunRecord, RunStatus
+from kernelblaster.graph.core.run_files import RunFiles, RunRecord, RunStatus
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import read_text_file
 from kernelblaster.tools.options import Options, PathText, Subcommands, add_command
@@ -111,8 +111,8 @@ def _rebuilt_report(files: RunFiles, record: RunRecord, status: RunStatus | None
     error `status.json` records; for a finished one, `report.json` (written with it); None if that is not
     there. Nothing is written: the run may be another process's to advance."""
     if status is not None and status.status == "failed":
-        # graph.api imports LangGraph: only a failed run whose report was deleted needs it.
-        from kernelblaster.graph.api import failure_report
+        # graph.app.api imports LangGraph: only a failed run whose report was deleted needs it.
+        from kernelblaster.graph.app.api import failure_report
 
         reason = status.reason or "no reason was recorded"
         return failure_report(record, RunFiles(files.root.resolve()), reason), files.status

@@ -20,8 +20,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from kernelblaster.graph import state
-from kernelblaster.graph.run_files import RunFileDamaged, RunFiles
+from kernelblaster.graph.core import state
+from kernelblaster.graph.core.run_files import RunFileDamaged, RunFiles
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.harness.gpu_facts import CompilerFacts, GpuFacts, InstructionFacts
 from kernelblaster.harness.profile import KernelShare
 from kernelblaster.harness.result import Roofline
@@ -34,7 +35,7 @@ CheckpointsPresence = Literal["missing", "empty", "present"]
 
 CHECKPOINTED_TYPES: tuple[type, ...] = (
     state.KernelRef, state.Candidate, state.Feedback, state.StepEnding, state.StepProgress, state.BaselineSummary,
-    state.ProfiledState, state.MatchedState, state.StepRecord, state.TokenUsage, state.LearningNote,
+    state.ProfiledState, state.MatchedState, state.StepRecord, TokenUsage, state.LearningNote,
     state.TrajectoryState, state.RunFacts, GpuFacts, CompilerFacts, InstructionFacts, Roofline, KernelShare,
     SelectedOptimization, OutcomeStats, Category,
 )

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.run_files import RunFiles
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.run_files import RunFiles
+from kernelblaster.graph.core.services import Services
 from kernelblaster.harness.analysis import analyse_problem
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.harness.requirements import visible_gpu_count

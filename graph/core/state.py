@@ -1,7 +1,7 @@
 """The graph's state: small serialisable values (paths relative to the run directory, hashes, metrics).
 
 Kernel sources, evaluation results and the learning notes live as files in the run directory
-(`graph.run_files`); the state points at them. `OptimizationState` is the whole run; each trajectory of
+(`graph.core.run_files`); the state points at them. `OptimizationState` is the whole run; each trajectory of
 an iteration runs in the trajectory subgraph with its own `TrajectoryState`, and what it returns
 (`TrajectoryOutput`) is merged into the run by the reducers declared here. A node returns the fields it
 changes as a `RunUpdate` or a `TrajectoryUpdate`, so a misspelt key, which LangGraph would drop without a
@@ -16,6 +16,7 @@ from typing import Annotated, Literal, Self, TypedDict
 
 from pydantic import BaseModel, ConfigDict
 
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.harness.gpu_facts import GpuFacts
 from kernelblaster.harness.profile import KernelShare
 from kernelblaster.harness.result import Roofline
@@ -162,31 +163,6 @@ class StepRecord(Value):
     choice_reason: str | None = None
     candidate_source: str | None = None
     explanation: str | None = None
-
-
-class TokenUsage(Value):
-    """Tokens one LLM answer cost, by role and node. Cached prompt tokens are part of `input_tokens` and
-    reasoning tokens part of `output_tokens`, as the endpoint reports them (0 where it does not)."""
-
-    role: str
-    node: str
-    input_tokens: int
-    output_tokens: int
-    model: str = ""
-    cached_input_tokens: int = 0
-    reasoning_tokens: int = 0
-
-    def plus(self, other: TokenUsage) -> TokenUsage:
-        return self.model_copy(update={
-            "input_tokens": self.input_tokens + other.input_tokens,
-            "output_tokens": self.output_tokens + other.output_tokens,
-            "cached_input_tokens": self.cached_input_tokens + other.cached_input_tokens,
-            "reasoning_tokens": self.reasoning_tokens + other.reasoning_tokens,
-        })
-
-    @property
-    def total(self) -> int:
-        return self.input_tokens + self.output_tokens
 
 
 class LearningNote(Value):

@@ -14,7 +14,7 @@ from typing import Protocol, Self, runtime_checkable
 from langgraph.types import interrupt
 from pydantic import BaseModel, ValidationError
 
-from kernelblaster.graph.agents import Agent, AgentFailed, Answer, Question, T, TextAnswer, no_usage
+from kernelblaster.graph.llm.agents import Agent, AgentFailed, Answer, Question, T, TextAnswer, no_usage
 
 
 @runtime_checkable

@@ -21,9 +21,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.core.context import RunContext
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.files import write_atomically
+from kernelblaster.tools.files import write_text_atomically
 
 RunStatusName = Literal["created", "running", "waiting_for_answer", "finished", "stopped", "failed"]
 
@@ -92,11 +92,6 @@ def run_id_for(run_dir: str) -> str:
 
 def source_sha256(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write `text` so that a kill leaves the old file or the new one, never half of one."""
-    write_atomically(path, text.encode())
 
 
 class RunFiles:
@@ -177,12 +172,12 @@ class RunFiles:
 
     @property
     def llm_log(self) -> Path:
-        """Every exchange with a model (`graph.recording`)."""
+        """Every exchange with a model (`graph.llm.recording`)."""
         return self.root / "llm.jsonl"
 
     @property
     def endpoint(self) -> Path:
-        """What the run learned about its endpoint (`graph.quirks`)."""
+        """What the run learned about its endpoint (`graph.llm.quirks`)."""
         return self.root / "endpoint.json"
 
     @property
@@ -192,7 +187,7 @@ class RunFiles:
 
     @property
     def answers(self) -> Path:
-        """The journal of agent answers (`graph.agents.AnswerJournal`)."""
+        """The journal of agent answers (`graph.llm.agents.AnswerJournal`)."""
         return self.root / "answers"
 
     def write_record(self, record: RunRecord) -> None:

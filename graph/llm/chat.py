@@ -2,12 +2,12 @@
 
 `ChatAgent` turns a question into an answer: it asks in the role's protocol (code as text for the role
 writing CUDA, structured output for the analytic roles, with the structured-output method the endpoint
-accepts: `graph.quirks`), reads the reply strictly (`graph.answers`), and sends an unusable answer back
+accepts: `graph.llm.quirks`), reads the reply strictly (`graph.llm.answers`), and sends an unusable answer back
 with what is wrong, `answer_retries` times. A reply cut off at the output limit is never read: the model
-is asked again, told the limit. Every exchange is recorded (`graph.recording`), every token charged to the
-run's budget (`graph.budget`); once that is spent, no request is made (`BudgetExhausted`).
+is asked again, told the limit. Every exchange is recorded (`graph.llm.recording`), every token charged to the
+run's budget (`graph.llm.budget`); once that is spent, no request is made (`BudgetExhausted`).
 
-Transient transport errors are retried by the link (`graph.endpoint`), `llm_retries` times; after that
+Transient transport errors are retried by the link (`graph.llm.endpoint`), `llm_retries` times; after that
 the call fails (`AgentFailed`) and the step with it. An endpoint that cannot be reached at all, and errors
 that retrying cannot fix (a wrong key, an unknown model), stop the run with a one-line error: it can be
 resumed once the cause is fixed.
@@ -25,14 +25,24 @@ from langchain_core.messages import BaseMessage
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr, TypeAdapter, ValidationError
 
-from kernelblaster.graph.agents import Agent, AgentFailed, Answer, AnswerJournal, BudgetExhausted, Question, T, no_usage
-from kernelblaster.graph.answers import Reading, correction, cut_off, first_messages, read_reply
-from kernelblaster.graph.budget import TokenBudget
-from kernelblaster.graph.context import Role, RunContext, StructuredOutputMethod
-from kernelblaster.graph.exchange import ExchangeRequest, Link, Reply, RequestFailed, RequestRefused
-from kernelblaster.graph.quirks import EndpointQuirks
-from kernelblaster.graph.recording import ExchangeOutcome, ExchangeRecorder, recording_to_replay
-from kernelblaster.graph.state import TokenUsage
+from kernelblaster.graph.llm.agents import (
+    Agent,
+    AgentFailed,
+    Answer,
+    AnswerJournal,
+    BudgetExhausted,
+    Question,
+    T,
+    no_usage,
+)
+from kernelblaster.graph.llm.answers import Reading, correction, cut_off, first_messages, read_reply
+from kernelblaster.graph.llm.budget import TokenBudget
+from kernelblaster.graph.llm.exchange import ExchangeRequest, Link, Reply, RequestFailed, RequestRefused
+from kernelblaster.graph.llm.quirks import EndpointQuirks
+from kernelblaster.graph.llm.recording import ExchangeOutcome, ExchangeRecorder, recording_to_replay
+from kernelblaster.graph.llm.roles import Role, StructuredOutputMethod
+from kernelblaster.graph.llm.settings import LLMSettings
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import EndpointUrl
 
@@ -43,16 +53,16 @@ OPENAI_URL = "https://api.openai.com/v1"
 PLACEHOLDER_KEY = "no-key-needed"
 
 
-def check_endpoint(context: RunContext) -> None:
+def check_endpoint(settings: LLMSettings) -> None:
     """Raise a one-line error unless an endpoint is configured (or a human answers, or a recording does)."""
-    if context.llm == "replay" and context.replay_from is not None:
+    if settings.llm == "replay" and settings.replay_from is not None:
         # Read whole here, with the other checks made before a run directory is created: a damaged
         # recording found only once the run has started would leave a run that can never go on.
-        recording_to_replay(Path(context.replay_from))
+        recording_to_replay(Path(settings.replay_from))
     variable_url = os.environ.get(BASE_URL_VARIABLE)
-    if context.llm == "openai" and context.base_url is None and variable_url:
+    if settings.llm == "openai" and settings.base_url is None and variable_url:
         _check_url_variable(variable_url)
-    if context.llm == "openai" and not (os.environ.get(API_KEY_VARIABLE) or _base_url(context)):
+    if settings.llm == "openai" and not (os.environ.get(API_KEY_VARIABLE) or _base_url(settings)):
         raise UserFacingError(
             f"no LLM endpoint configured: set {API_KEY_VARIABLE} (and {BASE_URL_VARIABLE} for a server other "
             "than OpenAI's), or pass --base-url URL, or answer the prompts yourself with --llm human"
@@ -69,30 +79,30 @@ def _check_url_variable(url: str) -> None:
         raise UserFacingError(f"${BASE_URL_VARIABLE} {url!r}: {reason}") from None
 
 
-def chat_model(context: RunContext, role: Role) -> ChatOpenAI:
-    """The chat model of `role` at the configured endpoint; retries are the link's (`graph.endpoint`)."""
+def chat_model(settings: LLMSettings, role: Role) -> ChatOpenAI:
+    """The chat model of `role` at the configured endpoint; retries are the link's (`graph.llm.endpoint`)."""
     return ChatOpenAI(
-        model=context.model_for(role),
-        base_url=_base_url(context),
+        model=settings.model_for(role),
+        base_url=_base_url(settings),
         api_key=SecretStr(os.environ.get(API_KEY_VARIABLE) or PLACEHOLDER_KEY),
         max_retries=0,
-        timeout=context.llm_timeout_s,
+        timeout=settings.llm_timeout_s,
     )
 
 
-def endpoint_url(context: RunContext) -> str:
-    return _base_url(context) or OPENAI_URL
+def endpoint_url(settings: LLMSettings) -> str:
+    return _base_url(settings) or OPENAI_URL
 
 
-def _base_url(context: RunContext) -> str | None:
-    return context.base_url or os.environ.get(BASE_URL_VARIABLE) or None
+def _base_url(settings: LLMSettings) -> str | None:
+    return settings.base_url or os.environ.get(BASE_URL_VARIABLE) or None
 
 
 @dataclass(frozen=True)
 class RunAgents:
     """What the chat agents of one run share."""
 
-    context: RunContext
+    settings: LLMSettings
     quirks: EndpointQuirks
     recorder: ExchangeRecorder
     budget: TokenBudget
@@ -105,8 +115,8 @@ class ChatAgent(Agent):
     def __init__(self, role: Role, link: Link, run: RunAgents) -> None:
         self.link = link
         self.run = run
-        self.model = run.context.model_for(role)
-        self.protocol = run.context.protocol_for(role)
+        self.model = run.settings.model_for(role)
+        self.protocol = run.settings.protocol_for(role)
 
     def ask(self, question: Question[T]) -> Answer[T]:
         recalled = self.run.journal.recall(question)
@@ -136,14 +146,14 @@ class _Asking(Generic[T]):
 
     def answer(self) -> Answer[T]:
         problem = "no answer"
-        for _ in range(self.run.context.answer_retries + 1):
+        for _ in range(self.run.settings.answer_retries + 1):
             request, reply = self._exchange()
             reading, follow_up = self._read(request, reply)
             if reading.value is not None and reading.problem is None:
                 return Answer(value=reading.value, usage=self.usage)
             problem = reading.problem or problem
             self.messages = self.messages + follow_up
-        raise AgentFailed(f"{self.question.role}: no usable answer after {self.run.context.answer_retries + 1} "
+        raise AgentFailed(f"{self.question.role}: no usable answer after {self.run.settings.answer_retries + 1} "
                           f"tries ({problem})", self.usage)
 
     def _exchange(self) -> tuple[ExchangeRequest, Reply]:

@@ -7,7 +7,7 @@ A suite runner passes the `TokenBudget` its runs share.
 
 A run's resources hold GPU memory (the harness keeps reference outputs on the GPU), so they live only
 while the run is being advanced: made on the first node that needs them, given back by `release` when the
-run ends (the `finish` node), stops on an error, or pauses for a person's answer (`graph.api` releases
+run ends (the `finish` node), stops on an error, or pauses for a person's answer (`graph.app.api` releases
 them whenever it stops advancing a run; a `with Services() as services:` block releases every run it
 served, which is how `graph.graph.studio_graph` scopes each request of `langgraph dev`). A run advanced
 again gets them anew.
@@ -25,17 +25,19 @@ from typing import Any, Protocol, Self, TypeVar
 from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
 
-from kernelblaster.graph.agents import Agent, Answer, AnswerJournal, Question, T
-from kernelblaster.graph.budget import TokenBudget, gate_for
-from kernelblaster.graph.context import Role, RunContext
-from kernelblaster.graph.endpoint import EndpointLink, RetryPolicy
-from kernelblaster.graph.exchange import Link
-from kernelblaster.graph.gpu_pool import GpuPool
-from kernelblaster.graph.human import HumanAgent
-from kernelblaster.graph.llm import ChatAgent, RunAgents, chat_model, check_endpoint, endpoint_url
-from kernelblaster.graph.quirks import EndpointQuirks
-from kernelblaster.graph.recording import ExchangeRecorder, ReplayLink, recorded_tokens
-from kernelblaster.graph.run_files import RunFiles, default_run_dir, source_sha256
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.gpu_pool import GpuPool
+from kernelblaster.graph.core.run_files import RunFiles, default_run_dir, source_sha256
+from kernelblaster.graph.llm.agents import Agent, Answer, AnswerJournal, Question, T
+from kernelblaster.graph.llm.budget import TokenBudget, gate_for
+from kernelblaster.graph.llm.chat import ChatAgent, RunAgents, chat_model, check_endpoint, endpoint_url
+from kernelblaster.graph.llm.endpoint import EndpointLink, RetryPolicy
+from kernelblaster.graph.llm.exchange import Link
+from kernelblaster.graph.llm.human import HumanAgent
+from kernelblaster.graph.llm.quirks import EndpointQuirks
+from kernelblaster.graph.llm.recording import ExchangeRecorder, ReplayLink, recorded_tokens
+from kernelblaster.graph.llm.roles import Role
+from kernelblaster.graph.llm.settings import LLMSettings
 from kernelblaster.harness.evaluate import EvalOptions
 from kernelblaster.harness.gpu_facts import GpuFacts
 from kernelblaster.harness.problem import Problem, load_problem
@@ -100,10 +102,10 @@ class Evaluator(Protocol[BuiltT]):
 class ChatModels(Protocol):
     """Where each role's chat model comes from."""
 
-    def check(self, context: RunContext) -> None:
+    def check(self, settings: LLMSettings) -> None:
         """Raise a one-line `UserFacingError` if no model can be reached with this configuration."""
 
-    def for_role(self, context: RunContext, role: Role) -> BaseChatModel: ...
+    def for_role(self, settings: LLMSettings, role: Role) -> BaseChatModel: ...
 
 
 class EvaluatorFactory(Protocol):
@@ -119,11 +121,11 @@ class EvaluatorFactory(Protocol):
 class OpenAIChatModels:
     """`ChatOpenAI` at the configured OpenAI-compatible endpoint."""
 
-    def check(self, context: RunContext) -> None:
-        check_endpoint(context)
+    def check(self, settings: LLMSettings) -> None:
+        check_endpoint(settings)
 
-    def for_role(self, context: RunContext, role: Role) -> BaseChatModel:
-        return chat_model(context, role)
+    def for_role(self, settings: LLMSettings, role: Role) -> BaseChatModel:
+        return chat_model(settings, role)
 
 
 class HarnessEvaluators:
@@ -160,8 +162,9 @@ class RunResources:
         self.problem = problem
         self.files = files
         self._chat_models = chat_models
+        self.llm = context.llm_settings()
         self.agents = RunAgents(
-            context=context, quirks=EndpointQuirks(files.endpoint, endpoint_url(context), context),
+            settings=self.llm, quirks=EndpointQuirks(files.endpoint, endpoint_url(self.llm), self.llm),
             recorder=ExchangeRecorder(files.llm_log, replayed_from=context.replay_from),
             budget=TokenBudget(context.token_limit, spent=recorded_tokens(files.llm_log), parent=suite_budget),
             journal=AnswerJournal(files.answers))
@@ -188,14 +191,14 @@ class RunResources:
         return self.agents.budget.exhausted()
 
     def _link(self, role: Role) -> Link:
-        context = self.context
+        settings = self.llm
         if self._replay is not None:
             return self._replay
-        endpoint = endpoint_url(context)
-        gate = gate_for(endpoint, context.max_concurrent_requests)
-        return EndpointLink(self._chat_models.for_role(context, role), gate,
-                            RetryPolicy(retries=context.llm_retries, max_wait_s=context.llm_max_wait_s,
-                                        outage_s=context.llm_outage_s), endpoint)
+        endpoint = endpoint_url(settings)
+        gate = gate_for(endpoint, settings.max_concurrent_requests)
+        return EndpointLink(self._chat_models.for_role(settings, role), gate,
+                            RetryPolicy(retries=settings.llm_retries, max_wait_s=settings.llm_max_wait_s,
+                                        outage_s=settings.llm_outage_s), endpoint)
 
     @property
     def header(self) -> str:
@@ -269,7 +272,7 @@ class Services:
         missing = self.evaluators.missing(context)
         needs = f"the run needs {'; '.join(missing)}" if missing else None
         try:
-            self.chat_models.check(context)
+            self.chat_models.check(context.llm_settings())
         except UserFacingError as no_endpoint:
             raise UserFacingError(f"{no_endpoint}; and {needs}" if needs else str(no_endpoint)) from None
         if needs:

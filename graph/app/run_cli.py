@@ -1,7 +1,7 @@
-"""`kernelblaster optimize`, `resume` and `answer`: the command line over `graph.api`.
+"""`kernelblaster optimize`, `resume` and `answer`: the command line over `graph.app.api`.
 
 Flags are validated into the models below (run settings into `RunContext`) before anything is created;
-`graph.api` then checks the files and the machine before it writes. Progress is printed as the run goes;
+`graph.app.api` then checks the files and the machine before it writes. Progress is printed as the run goes;
 at the end the run directory holds `best.cu` and `report.md`. A run with `--llm human` stops at each
 prompt, writes it to `RUN_DIR/question.md`, and goes on when answered; one with `--llm replay --replay-from
 RUN_DIR` is answered from that run's recorded `llm.jsonl`.
@@ -17,17 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import model_validator
 
-from kernelblaster.graph.context import ROLES, STRUCTURED_OUTPUT_METHODS, RunContext
-from kernelblaster.graph.cost import load_prices, parse_price
-from kernelblaster.graph.run_files import RunFiles
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.cost import load_prices, parse_price
+from kernelblaster.graph.core.run_files import RunFiles
+from kernelblaster.graph.llm.roles import ROLES, STRUCTURED_OUTPUT_METHODS
 from kernelblaster.harness.precision_policy import PRECISION_POLICIES
 from kernelblaster.tools.files import read_text_file
 from kernelblaster.tools.options import Options, PathText, ReadableFile, Subcommands, add_command, nested
 
-# graph.api and graph.progress import LangGraph and torch: only a command that runs a graph imports them.
+# graph.app.api and graph.core.progress import LangGraph and torch: only a command that runs a graph imports them.
 if TYPE_CHECKING:
-    from kernelblaster.graph import api
-    from kernelblaster.graph.progress import ProgressDisplay
+    from kernelblaster.graph.app import api
+    from kernelblaster.graph.core.progress import ProgressDisplay
 
 
 class RunSettings(Options):
@@ -47,7 +48,7 @@ class RunSettings(Options):
 
 
 class OptimizeOptions(RunSettings):
-    # Checked by `graph.preflight` (a Studio run's by the `setup` node) in the words every entry point uses.
+    # Checked by `graph.core.preflight` (a Studio run's by the `setup` node) in the words every entry point uses.
     problem: PathText
     init: PathText | None = None
 
@@ -157,7 +158,7 @@ def _add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def run_optimize(options: OptimizeOptions) -> int:
-    from kernelblaster.graph import api
+    from kernelblaster.graph.app import api
 
     run = api.Run.create(options.problem, options.context, init=options.init)
     print(f"run directory: {run.files.root}")
@@ -180,14 +181,14 @@ def note_outdated_catalogue(context: RunContext) -> None:
 
 
 def run_resume(options: ResumeOptions) -> int:
-    from kernelblaster.graph import api
+    from kernelblaster.graph.app import api
 
     run = api.Run.open(options.run_dir, restart=options.restart)
     return _advance(run, lambda display: run.advance(display.show))
 
 
 def run_answer(options: AnswerOptions) -> int:
-    from kernelblaster.graph import api
+    from kernelblaster.graph.app import api
 
     text = read_text_file(options.file, "the answer")
     run = api.Run.open(options.run_dir)
@@ -195,7 +196,7 @@ def run_answer(options: AnswerOptions) -> int:
 
 
 def _advance(run: api.Run, drive: Callable[[ProgressDisplay], api.RunOutcome], answered: bool = False) -> int:
-    from kernelblaster.graph.progress import ProgressDisplay
+    from kernelblaster.graph.core.progress import ProgressDisplay
 
     try:
         outcome = drive(ProgressDisplay(sys.stdout))

@@ -20,9 +20,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from kernelblaster.graph.context import STRUCTURED_OUTPUT_METHODS, RunContext, StructuredOutputMethod
-from kernelblaster.graph.exchange import RequestParameters, RequestRefused, TokenParameter
-from kernelblaster.graph.run_files import write_text_atomically
+from kernelblaster.graph.llm.exchange import RequestParameters, RequestRefused, TokenParameter
+from kernelblaster.graph.llm.roles import STRUCTURED_OUTPUT_METHODS, StructuredOutputMethod
+from kernelblaster.graph.llm.settings import LLMSettings
+from kernelblaster.tools.files import write_text_atomically
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +46,10 @@ class _QuirksFile(BaseModel):
 class EndpointQuirks:
     """The run's memory of its endpoint, shared by every agent of the run (thread-safe)."""
 
-    def __init__(self, path: Path, endpoint: str, context: RunContext) -> None:
+    def __init__(self, path: Path, endpoint: str, settings: LLMSettings) -> None:
         self.path = path
         self.endpoint = endpoint
-        self.context = context
+        self.settings = settings
         self._lock = threading.Lock()
         self._probes: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
         self._file = (_QuirksFile.model_validate_json(path.read_text()) if path.exists()
@@ -59,8 +60,8 @@ class EndpointQuirks:
 
     def parameters(self, model: str) -> RequestParameters:
         quirks = self._quirks(model)
-        return RequestParameters(temperature=self.context.temperature if quirks.send_temperature else None,
-                                 max_output_tokens=self.context.max_output_tokens,
+        return RequestParameters(temperature=self.settings.temperature if quirks.send_temperature else None,
+                                 max_output_tokens=self.settings.max_output_tokens,
                                  token_parameter=quirks.token_parameter)
 
     @contextmanager
@@ -114,7 +115,7 @@ class EndpointQuirks:
             return self._quirks_locked(model).model_copy()
 
     def _quirks_locked(self, model: str) -> ModelQuirks:
-        return self._file.models.setdefault(model, ModelQuirks(method=self.context.structured_output))
+        return self._file.models.setdefault(model, ModelQuirks(method=self.settings.structured_output))
 
     def _save(self) -> None:
         write_text_atomically(self.path, self._file.model_dump_json(indent=1))

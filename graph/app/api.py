@@ -1,7 +1,7 @@
 """The Python API: optimize a problem, watch its progress, resume it, answer its questions.
 
-    from kernelblaster.graph.api import optimize
-    from kernelblaster.graph.context import RunContext
+    from kernelblaster.graph.app.api import optimize
+    from kernelblaster.graph.core.context import RunContext
 
     outcome = optimize("examples/problems/elementwise_swish_scale.py", RunContext(iterations=1))
     print(outcome.best_source, outcome.best_speedup)
@@ -9,7 +9,7 @@
 `optimize`, `resume` and `answer` run until the run finishes or waits for a person's answer (`--llm human`),
 calling `on_progress` with each `Progress`; `Run` gives the same as a stream. Everything a run needs to
 continue is in its run directory: `run.json` (problem and configuration) and `checkpoints.sqlite`.
-A new run is checked in full (`graph.preflight`) before its directory is created; a run that fails
+A new run is checked in full (`graph.core.preflight`) before its directory is created; a run that fails
 writes `report.md` saying why; one process at a time advances a run.
 """
 
@@ -26,7 +26,7 @@ from typing import Any, Literal, cast
 from langgraph.types import Command, StreamMode
 from pydantic import BaseModel
 
-from kernelblaster.graph.checkpoint import (
+from kernelblaster.graph.app.checkpoint import (
     DURABILITY,
     check_checkpoints_readable,
     checkpoints_presence,
@@ -34,25 +34,26 @@ from kernelblaster.graph.checkpoint import (
     open_checkpointer,
     thread_config,
 )
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.cost import ModelPrice, usage_cost
-from kernelblaster.graph.graph import RunGraph, compile_graph
-from kernelblaster.graph.human import HumanQuestion
-from kernelblaster.graph.preflight import check_new_run
-from kernelblaster.graph.progress import Progress, ProgressNote
-from kernelblaster.graph.run_files import (
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.cost import ModelPrice, usage_cost
+from kernelblaster.graph.core.preflight import check_new_run
+from kernelblaster.graph.core.progress import Progress, ProgressNote
+from kernelblaster.graph.core.run_files import (
     RunFiles,
     RunRecord,
     RunStatus,
     RunStatusName,
     run_id_for,
-    write_text_atomically,
 )
-from kernelblaster.graph.services import Services
-from kernelblaster.graph.state import KernelRef, OptimizationInput, OptimizationState, TokenUsage
+from kernelblaster.graph.core.services import Services
+from kernelblaster.graph.core.state import KernelRef, OptimizationInput, OptimizationState
+from kernelblaster.graph.graph import RunGraph, compile_graph
+from kernelblaster.graph.llm.human import HumanQuestion
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.kb.paths import chosen_kb_path
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import write_text_atomically
 
 _RUN_STATE_FIELDS = tuple(field.name for field in fields(OptimizationState))
 

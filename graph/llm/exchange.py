@@ -1,5 +1,5 @@
-"""One request to a model and what came of it, as the agents (`graph.llm`), the live endpoint
-(`graph.endpoint`) and the replay of a recording (`graph.recording`) all see it.
+"""One request to a model and what came of it, as the agents (`graph.llm.chat`), the live endpoint
+(`graph.llm.endpoint`) and the replay of a recording (`graph.llm.recording`) all see it.
 
 A `Link` sends an `ExchangeRequest` and returns the `Reply`, or raises `RequestRefused` (the server does
 not accept this form of request: tools, a response format, a parameter; the agent adapts and asks again)
@@ -14,8 +14,8 @@ from typing import Literal, Protocol
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, ConfigDict
 
-from kernelblaster.graph.context import Role, StructuredOutputMethod
-from kernelblaster.graph.state import TokenUsage
+from kernelblaster.graph.llm.roles import Role, StructuredOutputMethod
+from kernelblaster.graph.llm.usage import TokenUsage
 
 TokenParameter = Literal["max_completion_tokens", "max_tokens"]
 # What a server refused: the way the answer's structure was asked for, the temperature, or the name of the

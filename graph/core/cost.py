@@ -37,7 +37,7 @@ class ModelPrice(BaseModel):
 
 
 class PricedUsage(Protocol):
-    """Tokens of one answer (`graph.state.TokenUsage`), as far as pricing needs them."""
+    """Tokens of one answer (`graph.core.state.TokenUsage`), as far as pricing needs them."""
 
     @property
     def model(self) -> str: ...

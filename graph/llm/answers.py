@@ -22,8 +22,8 @@ from typing import Generic
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
-from kernelblaster.graph.agents import AnswerFormatError, Question, T, TextAnswer
-from kernelblaster.graph.context import StructuredOutputMethod
+from kernelblaster.graph.llm.agents import AnswerFormatError, Question, T, TextAnswer
+from kernelblaster.graph.llm.roles import StructuredOutputMethod
 
 CUT_OFF_PLACEHOLDER = "[answer cut off at the output limit]"
 _REASONING_END = "</think>"
@@ -57,7 +57,7 @@ def answer_form(schema: type[BaseModel], method: StructuredOutputMethod) -> str 
 
 @functools.cache
 def _json_form() -> Template:
-    return Template(resources.files("kernelblaster.graph").joinpath("prompts/answer_json.txt").read_text().strip())
+    return Template(resources.files("kernelblaster.graph.llm").joinpath("prompts/answer_json.txt").read_text().strip())
 
 
 def read_reply(question: Question[T], method: StructuredOutputMethod, reply: AIMessage) -> Reading[T]:

@@ -8,11 +8,19 @@ ablations (`memory`, `profile_feedback`, `agent`); the defaults are the full met
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from kernelblaster.graph.cost import ModelPrice
+from kernelblaster.graph.core.cost import ModelPrice
+from kernelblaster.graph.llm.roles import (
+    AnswerProtocol,
+    ModelName,
+    Provider,
+    Role,
+    StructuredOutputMethod,
+)
+from kernelblaster.graph.llm.settings import LLMSettings
 from kernelblaster.harness.precision_policy import PrecisionPolicy
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import (
@@ -26,28 +34,6 @@ from kernelblaster.tools.options import (
     describe_settings_error,
 )
 
-Role = Literal[
-    "lowering",
-    "state_extractor",
-    "state_matcher",
-    "soft_verifier",
-    "policy_evaluation",
-    "perf_gap_analysis",
-    "parameter_update",
-]
-ROLES: tuple[Role, ...] = get_args(Role)
-Provider = Literal["openai", "human", "replay"]
-ModelName = Annotated[str, Field(min_length=1)]
-# How a schema-shaped answer is asked for, from the most to the least enforced by the endpoint; `text` asks
-# for the JSON in the prompt alone. A server that refuses one falls back to the next (`graph.endpoint`).
-StructuredOutputMethod = Literal["function_calling", "json_schema", "json_mode", "text"]
-STRUCTURED_OUTPUT_METHODS: tuple[StructuredOutputMethod, ...] = get_args(StructuredOutputMethod)
-# schema: a structured answer (StructuredOutputMethod); text: plain text (code in a fenced block, or JSON
-# written out for roles whose answer has no text form).
-AnswerProtocol = Literal["schema", "text"]
-# Models write worse code when it must be escaped inside a JSON string, so the role writing CUDA answers
-# in text by default; the short analytic roles answer with schemas.
-DEFAULT_PROTOCOLS: dict[Role, AnswerProtocol] = {"lowering": "text"}
 Memory = Literal["learn", "frozen", "none"]
 ProfileFeedback = Literal["full", "cycles-only"]
 AgentShape = Literal["full", "minimal"]
@@ -156,11 +142,9 @@ class RunContext(BaseModel):
         "alone, shown the code, its profile and compile/verify feedback (ablation)",
     )
 
-    def model_for(self, role: Role) -> str:
-        return self.role_models.get(role, self.model)
-
-    def protocol_for(self, role: Role) -> AnswerProtocol:
-        return self.role_protocols.get(role, DEFAULT_PROTOCOLS.get(role, "schema"))
+    def llm_settings(self) -> LLMSettings:
+        """The settings the LLM client works from (the fields of the same names)."""
+        return LLMSettings.model_validate(self.model_dump(include=set(LLMSettings.model_fields)))
 
     @property
     def uses_kb(self) -> bool:

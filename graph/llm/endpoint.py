@@ -27,10 +27,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable
 
-from kernelblaster.graph.answers import one_line
-from kernelblaster.graph.budget import RequestGate
-from kernelblaster.graph.exchange import ExchangeRequest, Reply, RequestFailed, RequestRefused
-from kernelblaster.graph.state import TokenUsage
+from kernelblaster.graph.llm.answers import one_line
+from kernelblaster.graph.llm.budget import RequestGate
+from kernelblaster.graph.llm.exchange import ExchangeRequest, Reply, RequestFailed, RequestRefused
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.tools.errors import UserFacingError
 
 log = logging.getLogger(__name__)

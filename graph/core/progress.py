@@ -12,9 +12,9 @@ from typing import TextIO
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.cost import Cost
-from kernelblaster.graph.state import TrajectoryState
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.cost import Cost
+from kernelblaster.graph.core.state import TrajectoryState
 
 
 class ProgressNote(BaseModel):

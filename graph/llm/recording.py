@@ -18,7 +18,7 @@ from typing import Literal
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import BaseModel, Field, ValidationError
 
-from kernelblaster.graph.exchange import (
+from kernelblaster.graph.llm.exchange import (
     ExchangeHead,
     ExchangeRequest,
     RefusalKind,
@@ -26,7 +26,7 @@ from kernelblaster.graph.exchange import (
     RequestFailed,
     RequestRefused,
 )
-from kernelblaster.graph.state import TokenUsage
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.tools.errors import UserFacingError
 
 LLM_LOG = "llm.jsonl"

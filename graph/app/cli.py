@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from kernelblaster.eval import cli as bench_cli
-from kernelblaster.graph import run_cli, runs_cli
+from kernelblaster.graph.app import run_cli, runs_cli
 from kernelblaster.harness import cli as harness_cli
 from kernelblaster.kb import cli as kb_cli
 from kernelblaster.tools.errors import UserFacingError
