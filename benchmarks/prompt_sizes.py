@@ -43,7 +43,7 @@ from kernelblaster.harness.evaluate import EvalOptions
 from kernelblaster.harness.gpu_facts import GpuFacts, compiler_facts, instruction_facts
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.problem import Problem
-from kernelblaster.harness.profile import ProfileOutcome, build_profile_report
+from kernelblaster.harness.profile.outcome import ProfileOutcome, build_profile_report
 from kernelblaster.harness.result import (
     BaselineTiming,
     CandidateTiming,

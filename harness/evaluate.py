@@ -42,8 +42,8 @@ from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.memory_plan import GpuMemory, MemoryPlan, ProblemSizes, plan_memory
 from kernelblaster.harness.precision import PrecisionPolicy
 from kernelblaster.harness.problem import Problem, load_problem
-from kernelblaster.harness.profile import ProfileOutcome
-from kernelblaster.harness.profile_run import profile_candidate, profile_pytorch
+from kernelblaster.harness.profile.outcome import ProfileOutcome
+from kernelblaster.harness.profile.run import profile_candidate, profile_pytorch
 from kernelblaster.harness.references import ReferenceCache
 from kernelblaster.harness.result import BaselineTiming, CandidateTiming, CompileSummary, EvalResult, Roofline, Speedup
 from kernelblaster.harness.roofline import peaks_for_device, roofline_check, roofline_for

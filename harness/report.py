@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernelblaster.harness.memory_plan import GIB, MemoryPlan
-from kernelblaster.harness.profile import ProfileOutcome, ProfileReport
+from kernelblaster.harness.profile.outcome import ProfileOutcome, ProfileReport
 from kernelblaster.harness.result import BaselineTiming, EvalResult, Roofline
 
 

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from kernelblaster.harness.memory_plan import MemoryPlan
-from kernelblaster.harness.profile import ProfileOutcome
+from kernelblaster.harness.profile.outcome import ProfileOutcome
 from kernelblaster.harness.stats import TimingStats
 from kernelblaster.tools.sanitizer import SanitizerResult
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from kernelblaster.graph.core.services import RunResources
 from kernelblaster.graph.core.state import KernelRef
-from kernelblaster.harness.profile import ProfileReport
+from kernelblaster.harness.profile.outcome import ProfileReport
 from kernelblaster.nodes.kernels import read_result
 
 

@@ -23,7 +23,7 @@ from kernelblaster.graph.core.progress import ProgressNote, write_note
 from kernelblaster.graph.core.run_files import RunFiles, default_run_dir, run_id_for
 from kernelblaster.graph.core.services import Services
 from kernelblaster.graph.core.state import BaselineSummary, OptimizationState, RunFacts, RunUpdate
-from kernelblaster.harness.profile import ProfileReport, top_kernels
+from kernelblaster.harness.profile.outcome import ProfileReport, top_kernels
 from kernelblaster.kb.operations import OperationKind
 from kernelblaster.tools.files import write_text_atomically
 

@@ -24,7 +24,7 @@ from kernelblaster.graph.core import state
 from kernelblaster.graph.core.run_files import RunFileDamaged, RunFiles
 from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.harness.gpu_facts import CompilerFacts, GpuFacts, InstructionFacts
-from kernelblaster.harness.profile import KernelShare
+from kernelblaster.harness.profile.outcome import KernelShare
 from kernelblaster.harness.result import Roofline
 from kernelblaster.kb.schema import Category, OutcomeStats
 from kernelblaster.kb.selection import SelectedOptimization

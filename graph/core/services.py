@@ -41,7 +41,7 @@ from kernelblaster.graph.llm.settings import LLMSettings
 from kernelblaster.harness.evaluate import EvalOptions
 from kernelblaster.harness.gpu_facts import GpuFacts
 from kernelblaster.harness.problem import Problem, load_problem
-from kernelblaster.harness.profile import ProfileOutcome
+from kernelblaster.harness.profile.outcome import ProfileOutcome
 from kernelblaster.harness.requirements import missing_for_run
 from kernelblaster.harness.result import BaselineTiming, EvalResult, Roofline
 from kernelblaster.kb.edits import EditResult, KBEdit

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.harness.gpu_facts import GpuFacts
-from kernelblaster.harness.profile import KernelShare
+from kernelblaster.harness.profile.outcome import KernelShare
 from kernelblaster.harness.result import Roofline
 from kernelblaster.kb.operations import OperationKind
 from kernelblaster.kb.selection import SelectedOptimization

@@ -58,7 +58,8 @@ def test_flags_become_the_run_context() -> None:
     context = args.command.validate(args).context
     assert (context.iterations, context.trajectories, context.depth, context.top_k) == (3, 4, 5, 2)
     assert context.gpus == (0, 1) and context.allow == ("cublas",)
-    assert context.llm_settings().model_for("lowering") == "big" and context.llm_settings().model_for("soft_verifier") == context.model
+    llm = context.llm_settings()
+    assert llm.model_for("lowering") == "big" and llm.model_for("soft_verifier") == context.model
     assert context.base_url == "http://127.0.0.1:8000/v1" and context.profile is False
 
 
@@ -73,7 +74,8 @@ def test_endpoint_budget_and_price_flags_become_the_run_context(tmp_path: Path) 
     context = args.command.validate(args).context
     assert (context.structured_output, context.temperature, context.max_output_tokens) == ("json_mode", 0.2, 4096)
     assert (context.llm_timeout_s, context.max_concurrent_requests, context.token_limit) == (120, 4, 100000)
-    assert context.llm_settings().protocol_for("lowering") == "schema" and context.llm_settings().protocol_for("soft_verifier") == "text"
+    llm = context.llm_settings()
+    assert llm.protocol_for("lowering") == "schema" and llm.protocol_for("soft_verifier") == "text"
     assert context.prices == {"o3": ModelPrice(input=2, output=8),
                               "gpt-4.1": ModelPrice(input=2, output=8, cached_input=0.5)}
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from kernelblaster.harness.profile.report import KernelProfile, NcuReport
 from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS  # the KB owns the layout of the vectors it indexes
-from kernelblaster.tools.ncu_report import KernelProfile, NcuReport
 
 MISSING_VALUE = 0.0
 MAX_REGISTERS_PER_THREAD = 255

@@ -7,7 +7,7 @@ kernel's overall time ("global") before estimates of one part of it ("local"), e
 kernel's share of the GPU time, findings without an estimate last. The top `WHOLE_FINDINGS` are shown in
 full; the others are named with their estimate, so the advice that matters most is never cut.
 
-The words are in `ncu_findings.txt` beside this module, one `string.Template` per section; this module
+The words are in `findings.txt` beside this module, one `string.Template` per section; this module
 fills them in from the report and decides how much of each kernel fits (`Detail`).
 """
 
@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from importlib import resources
 
-from kernelblaster.tools.ncu_report import KernelProfile, NcuReport, RuleFinding
+from kernelblaster.harness.profile.report import KernelProfile, NcuReport, RuleFinding
 from kernelblaster.tools.text_sections import TextSections
 
 DEFAULT_MAX_CHARS = 4000
-TEXT_FILE = "ncu_findings.txt"
+TEXT_FILE = "findings.txt"
 WHOLE_FINDINGS = 3
 TOP_STALLS = 4
 TOP_PIPES = 3
@@ -53,7 +53,8 @@ FindingPlace = tuple[int, int]
 
 @functools.cache
 def findings_text() -> TextSections:
-    return TextSections.parse(TEXT_FILE, resources.files("kernelblaster.tools").joinpath(TEXT_FILE).read_text())
+    text = resources.files("kernelblaster.harness.profile").joinpath(TEXT_FILE).read_text()
+    return TextSections.parse(TEXT_FILE, text)
 
 
 def ranked_findings(report: NcuReport) -> list[FindingPlace]:

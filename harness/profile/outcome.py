@@ -11,10 +11,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from kernelblaster.harness.signature import describe_signature, signature_from_report
+from kernelblaster.harness.profile.findings import render_findings
+from kernelblaster.harness.profile.report import NcuReport, parse_details_csv
+from kernelblaster.harness.profile.signature import describe_signature, signature_from_report
 from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
-from kernelblaster.tools.ncu_findings import render_findings
-from kernelblaster.tools.ncu_report import NcuReport, parse_details_csv
 
 DEFAULT_FINDINGS_CHARS = 4000
 

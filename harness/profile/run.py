@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernelblaster.harness.profile import ProfileOutcome, ProfileUnavailable, build_profile_report
+from kernelblaster.harness.profile.outcome import ProfileOutcome, ProfileUnavailable, build_profile_report
 from kernelblaster.harness.timing import flush_bytes
 from kernelblaster.tools.driver_process import DriverError, DriverProgram, DriverSession, TensorSet
 from kernelblaster.tools.errors import UserFacingError
@@ -51,8 +51,8 @@ def profile_pytorch(problem_path: Path, gpu: int, precision: str, workdir: Path,
     if unavailable:
         return unavailable
     report_path = workdir / "baseline-profile"
-    target = [sys.executable, "-m", "kernelblaster.harness.profile_target", str(problem_path), "--gpu", str(gpu),
-              "--precision", precision]
+    target = [sys.executable, "-m", "kernelblaster.harness.profile.baseline_target", str(problem_path),
+              "--gpu", str(gpu), "--precision", precision]
     try:
         done = subprocess.run(profile_command(target, report_path), capture_output=True, text=True,
                               timeout=timeout_s, check=False)

@@ -1,6 +1,6 @@
 """Child process profiled by ncu for the PyTorch baseline: one eager call between cudaProfilerStart/Stop.
 
-Run as `python -m kernelblaster.harness.profile_target PROBLEM.py --gpu N --precision P`.
+Run as `python -m kernelblaster.harness.profile.baseline_target PROBLEM.py --gpu N --precision P`.
 """
 
 from __future__ import annotations
