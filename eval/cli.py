@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import model_validator
 
 from kernelblaster.graph.app.run_cli import RunSettings, add_run_flags, note_outdated_catalogue
-from kernelblaster.harness.precision_policy import PRECISION_POLICIES, PrecisionPolicy
+from kernelblaster.kb.precision import PRECISION_POLICIES, PrecisionPolicy
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import GpuIndices, Options, PathText, PositiveInt, Seconds, Subcommands, add_command
 

@@ -33,7 +33,7 @@ from kernelblaster.kb.paths import (
     snapshot_folder_for,
 )
 from kernelblaster.kb.pruning import DEFAULT_POLICY as DEFAULT_PRUNE_POLICY
-from kernelblaster.kb.pruning import PrunePolicy, PruneReport, prune
+from kernelblaster.kb.pruning import prune
 from kernelblaster.kb.safe_files import exclusive_lock, replace_as_sole_writer
 from kernelblaster.kb.schema import RUN_ID_PATTERN, KBDocument, PerformanceState
 from kernelblaster.kb.seed_catalogue import adopt_seed_catalogue
@@ -106,14 +106,6 @@ class KnowledgeBase:
         if stamp != self._stamp:
             self._set_document(decode(self.path, _read_bytes(self.path)).document, stamp)
 
-    def save(self) -> None:
-        """Write the in-memory document over the file (last writer wins; `record_outcome` and the other
-        changes merge with concurrent writers instead)."""
-        with exclusive_lock(self.path):
-            self._write(self._document)
-        # The caller may have changed the document in place; the index must look again.
-        self._revision += 1
-
     def replace_document(self, document: KBDocument) -> None:
         """Make `document` the KB's content, on disk and in memory."""
         with exclusive_lock(self.path):
@@ -165,10 +157,6 @@ class KnowledgeBase:
             return results
 
         return self._change(edit_and_prune)
-
-    def prune(self, policy: PrunePolicy = DEFAULT_PRUNE_POLICY) -> PruneReport:
-        """Remove what no longer takes part in selection and never helped (see `kb.pruning`)."""
-        return self._change(lambda document: prune(document, policy, _now()))
 
     def nearest_states(self, signature: Sequence[float], arch: str, k: int) -> list[StateMatch]:
         """The k known states nearest to a profiled signature, same-arch states first among equals."""

@@ -21,7 +21,7 @@ from kernelblaster.graph.core.context import RunContext
 from kernelblaster.graph.core.cost import load_prices, parse_price
 from kernelblaster.graph.core.run_files import RunFiles
 from kernelblaster.graph.llm.roles import ROLES, STRUCTURED_OUTPUT_METHODS
-from kernelblaster.harness.precision_policy import PRECISION_POLICIES
+from kernelblaster.kb.precision import PRECISION_POLICIES
 from kernelblaster.tools.files import read_text_file
 from kernelblaster.tools.options import Options, PathText, ReadableFile, Subcommands, add_command, nested
 
@@ -79,7 +79,7 @@ def add_commands(subparsers: Subcommands) -> None:
     optimize.add_argument("problem", help="KernelBench-style problem file (Model, get_inputs, get_init_inputs)")
     optimize.add_argument("--init", metavar="FILE", help="start from this CUDA file instead of one the LLM writes")
     add_run_flags(optimize)
-    optimize.add_argument("--run-dir", metavar="DIR", help="a new run directory (default: runs/<problem>-<time>)")
+    _setting(optimize, "--run-dir", "run_dir", metavar="DIR", more="it must be new or empty")
 
     resume = add_command(subparsers, "resume", help="continue a run after a crash, a kill or Ctrl-C",
                          options=ResumeOptions, run=run_resume)
@@ -95,61 +95,61 @@ def add_commands(subparsers: Subcommands) -> None:
 
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
-    """The run settings (`RunSettings`): search shape, agents, endpoint, KB, GPUs and the rules for kernels."""
+    """The run settings (`RunSettings`): search shape, agents, endpoint, KB, GPUs and the rules for kernels.
+    Each flag's help is its `RunContext` field's description and default, so the two cannot drift apart."""
     _add_search_flags(parser)
     _add_agent_flags(parser)
     _add_endpoint_flags(parser)
-    parser.add_argument("--kb", dest="kb_path", metavar="PATH",
-                        help="an existing knowledge base file (default: $KERNELBLASTER_KB, else the user's KB; "
-                             "`kernelblaster kb init PATH` makes a new one)")
-    parser.add_argument("--gpus", metavar="0,1", help="CUDA devices sharing the GPU work (0)")
-    parser.add_argument("--precision", metavar="|".join(PRECISION_POLICIES), help="numerical freedom (strict)")
-    parser.add_argument("--allow", metavar="LIBS", help="libraries candidates may use (cublas, cudnn, cutlass ...)")
+    _setting(parser, "--kb", "kb_path", metavar="PATH", more="`kernelblaster kb init PATH` makes a new one")
+    _setting(parser, "--gpus", "gpus", metavar="0,1")
+    _setting(parser, "--precision", "precision", metavar="|".join(PRECISION_POLICIES))
+    _setting(parser, "--allow", "allow", metavar="LIBS")
     parser.add_argument("--no-profile", dest="profile", action="store_const", const=False,
                         help="do not profile with Nsight Compute (states then come from timings alone)")
-    parser.add_argument("--sanitize", metavar="memcheck,racecheck",
-                        help="run every verified kernel once under these compute-sanitizer checkers (memcheck, "
-                             "racecheck, initcheck); an error sends the kernel back like a wrong result")
-    parser.add_argument("--seed", metavar="N", help="seed of the optimization sampling (0)")
-    parser.add_argument("--unsafe-no-sandbox", action="store_const", const=True,
-                        help="compile and run candidates without the OS sandbox (README: Security)")
+    _setting(parser, "--sanitize", "sanitize", metavar="memcheck,racecheck")
+    _setting(parser, "--seed", "seed", metavar="N")
+    _setting(parser, "--unsafe-no-sandbox", "unsafe_no_sandbox", action="store_const", const=True,
+             more="README: Security")
+
+
+def _setting(parser: argparse.ArgumentParser, flag: str, field: str, more: str = "", **flag_options: Any) -> None:
+    """A flag that sets the `RunContext` field `field`, its help the field's description and default."""
+    info = RunContext.model_fields[field]
+    description = info.description or field
+    # A sentence's capital goes; an acronym's (CUDA, KB) stays.
+    text = description if description[1:2].isupper() else description[0].lower() + description[1:]
+    default = info.get_default(call_default_factory=True)
+    shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+    if shown is not None and not isinstance(shown, bool) and shown not in ("", {}) and "default" not in text:
+        text += f" (default: {shown})"
+    parser.add_argument(flag, dest=field, help=f"{text}; {more}" if more else text, **flag_options)
 
 
 def _add_search_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--iterations", metavar="N", help="learning iterations (2)")
-    parser.add_argument("--trajectories", metavar="W", help="trajectories per iteration (2)")
-    parser.add_argument("--depth", metavar="L", help="optimization steps per trajectory (3)")
-    parser.add_argument("--top-k", metavar="K", help="optimizations sampled from the KB per step (3)")
+    _setting(parser, "--iterations", "iterations", metavar="N")
+    _setting(parser, "--trajectories", "trajectories", metavar="W")
+    _setting(parser, "--depth", "depth", metavar="L")
+    _setting(parser, "--top-k", "top_k", metavar="K")
 
 
 def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--llm", metavar="openai|human|replay",
-                        help="who answers the prompts: an endpoint (openai, the default), you (human), or a "
-                             "recorded run (replay, with --replay-from)")
-    parser.add_argument("--replay-from", metavar="RUN_DIR", help="--llm replay: the run whose llm.jsonl answers")
-    parser.add_argument("--model", metavar="M", help="model of every role (gpt-4.1)")
-    parser.add_argument("--role-model", dest="role_models", action="append", metavar="ROLE=MODEL",
-                        help=f"a different model for one role ({', '.join(ROLES)}); repeatable")
-    parser.add_argument("--role-protocol", dest="role_protocols", action="append", metavar="ROLE=schema|text",
-                        help="answer as structured output (schema) or as plain text (text: code in a fenced "
-                             "block; the default for lowering); repeatable")
+    _setting(parser, "--llm", "llm", metavar="openai|human|replay")
+    _setting(parser, "--replay-from", "replay_from", metavar="RUN_DIR")
+    _setting(parser, "--model", "model", metavar="M")
+    _setting(parser, "--role-model", "role_models", action="append", metavar="ROLE=MODEL",
+             more=f"ROLE one of {', '.join(ROLES)}; repeatable")
+    _setting(parser, "--role-protocol", "role_protocols", action="append", metavar="ROLE=schema|text",
+             more="schema: structured output; text: code in a fenced block; repeatable")
 
 
 def _add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
-    parser.add_argument("--structured-output", metavar="|".join(STRUCTURED_OUTPUT_METHODS),
-                        help="how schema answers are first asked for (function_calling); a server that refuses "
-                             "it falls back to the next, once per run")
-    parser.add_argument("--temperature", metavar="T", help="sampling temperature (default: the server's; leave it "
-                        "out for reasoning models)")
-    parser.add_argument("--max-output-tokens", metavar="N",
-                        help="longest answer, reasoning included (sent as max_completion_tokens)")
-    parser.add_argument("--llm-timeout", dest="llm_timeout_s", metavar="S",
-                        help="seconds one LLM request may take (600)")
-    parser.add_argument("--max-concurrent-requests", metavar="N",
-                        help="requests in flight to the endpoint from this process (8)")
-    parser.add_argument("--token-limit", metavar="TOKENS",
-                        help="tokens the run may spend; it then ends cleanly, the report saying so")
+    _setting(parser, "--base-url", "base_url", metavar="URL")
+    _setting(parser, "--structured-output", "structured_output", metavar="|".join(STRUCTURED_OUTPUT_METHODS))
+    _setting(parser, "--temperature", "temperature", metavar="T")
+    _setting(parser, "--max-output-tokens", "max_output_tokens", metavar="N")
+    _setting(parser, "--llm-timeout", "llm_timeout_s", metavar="S")
+    _setting(parser, "--max-concurrent-requests", "max_concurrent_requests", metavar="N")
+    _setting(parser, "--token-limit", "token_limit", metavar="TOKENS")
     parser.add_argument("--price", action="append", metavar="MODEL=IN,OUT[,CACHED]",
                         help="US dollars per million input, output (and cached input) tokens; repeatable")
     parser.add_argument("--prices", dest="prices_file", metavar="FILE.toml",

@@ -14,12 +14,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from kernelblaster.graph.core.run_files import RunFiles, RunRecord, RunStatus
+from kernelblaster.graph.core.run_files import RUNS_DIRECTORY, RunFiles, RunRecord, RunStatus
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import read_text_file
 from kernelblaster.tools.options import Options, PathText, Subcommands, add_command
 
-DEFAULT_RUNS_DIRECTORY = "runs"
 _WHY_NO_REPORT = {
     "created": "it has not started; start it with `kernelblaster resume {run}`",
     "running": "it is running (pid {pid})",
@@ -30,7 +29,7 @@ _WHY_NO_REPORT = {
 
 
 class RunsOptions(Options):
-    directory: PathText = DEFAULT_RUNS_DIRECTORY
+    directory: PathText = str(RUNS_DIRECTORY)
     as_json: bool = False
 
 
@@ -53,7 +52,7 @@ def add_commands(subparsers: Subcommands) -> None:
     """Add `runs` and `report`."""
     runs = add_command(subparsers, "runs", help="list the runs in a runs directory: problem, status, best speedup",
                        options=RunsOptions, run=run_runs)
-    runs.add_argument("directory", nargs="?", help=f"where the run directories are ({DEFAULT_RUNS_DIRECTORY})")
+    runs.add_argument("directory", nargs="?", help=f"where the run directories are ({RUNS_DIRECTORY})")
     runs.add_argument("--json", dest="as_json", action="store_true", help="print one JSON object per run")
 
     report = add_command(subparsers, "report", help="print a run's report again", options=ReportOptions,
@@ -65,7 +64,7 @@ def run_runs(options: RunsOptions) -> int:
     directory = Path(options.directory)
     if not directory.is_dir():
         raise UserFacingError(f"{directory} is not a directory of runs (`kernelblaster optimize` makes them under "
-                              f"{DEFAULT_RUNS_DIRECTORY}/, or where --run-dir says)")
+                              f"{RUNS_DIRECTORY}/, or where --run-dir says)")
     summaries = sorted((summarize(RunFiles(child)) for child in directory.iterdir() if (child / "run.json").exists()),
                        key=lambda s: s.updated.timestamp() if s.updated else 0.0, reverse=True)
     if options.as_json:

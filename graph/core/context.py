@@ -21,7 +21,7 @@ from kernelblaster.graph.llm.roles import (
     StructuredOutputMethod,
 )
 from kernelblaster.graph.llm.settings import LLMSettings
-from kernelblaster.harness.precision_policy import PrecisionPolicy
+from kernelblaster.kb.precision import PrecisionPolicy
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import (
     KEY_VALUE_PAIRS,
@@ -47,12 +47,12 @@ class RunContext(BaseModel):
     llm: Provider = Field(
         default="openai",
         description="openai: any OpenAI-compatible endpoint; human: every prompt pauses for a person's answer; "
-                    "replay: answers come from the llm.jsonl of the run in replay_from",
+                    "replay: answers come from the llm.jsonl of a recorded run (replay_from)",
     )
     replay_from: PathText | None = Field(
         default=None, description="Run directory whose llm.jsonl answers (llm=replay)"
     )
-    model: ModelName = Field(default="gpt-4.1", description="Model for every role without its own entry in role_models")
+    model: ModelName = Field(default="gpt-4.1", description="Model of every role that has no model of its own")
     role_models: Annotated[dict[Role, ModelName], KEY_VALUE_PAIRS] = Field(
         default_factory=dict, description="A different model for some roles"
     )

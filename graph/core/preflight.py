@@ -10,11 +10,10 @@ first use."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from kernelblaster.graph.core.context import RunContext
-from kernelblaster.graph.core.run_files import RunFiles
+from kernelblaster.graph.core.run_files import RunFiles, default_run_dir
 from kernelblaster.graph.core.services import Services
 from kernelblaster.harness.analysis import analyse_problem
 from kernelblaster.harness.problem import load_problem
@@ -24,8 +23,6 @@ from kernelblaster.kb.paths import chosen_kb_path, index_directory_for
 from kernelblaster.kb.store import read_document
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import directory_problem, read_text_file, require_file
-
-RUNS_DIRECTORY = Path("runs")
 
 
 @dataclass(frozen=True)
@@ -43,7 +40,7 @@ def check_new_run(problem: Path | str, context: RunContext, init: Path | str | N
     """Check a new run as `Run.create` is asked for it; nothing is written."""
     problem_path = require_file(Path(problem), "the problem file").resolve()
     init_path = check_init_kernel(Path(init)) if init is not None else None
-    run_dir = _check_run_directory(Path(context.run_dir or default_run_directory(problem_path)))
+    run_dir = _check_run_directory(Path(context.run_dir or default_run_dir(problem_path)))
     kb_path = chosen_kb_path(context.kb_path).absolute()
     check_index_directory(index_directory_for(kb_path))
     if kb_path.exists():
@@ -77,10 +74,6 @@ def _check_problem_runs(problem_path: Path, context: RunContext) -> None:
     that raises), on the run's first GPU only where shapes alone do not do."""
     gpu = context.gpus[0] if visible_gpu_count() > context.gpus[0] else None
     analyse_problem(load_problem(problem_path), gpu)
-
-
-def default_run_directory(problem: Path) -> Path:
-    return RUNS_DIRECTORY / f"{problem.stem}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
 def check_init_kernel(init: Path) -> Path:

@@ -80,9 +80,11 @@ class RunFileDamaged(UserFacingError):
         super().__init__(f"{path} is damaged ({detail}) and is left as it is; {what_to_do}")
 
 
-def default_run_dir(problem_path: str, thread_id: str | None) -> Path:
-    """Where a run started without a run directory (from Studio) keeps its files: one per thread."""
-    return RUNS_DIRECTORY / f"{Path(problem_path).stem}-{(thread_id or 'run')[:8]}"
+def default_run_dir(problem_path: str | Path, thread_id: str | None = None) -> Path:
+    """Where a run started without a run directory keeps its files: `runs/<problem>-<time>` from the command
+    line, `runs/<problem>-<thread>` from Studio (one directory per thread)."""
+    suffix = thread_id[:8] if thread_id else f"{datetime.now():%Y%m%d-%H%M%S}"
+    return RUNS_DIRECTORY / f"{Path(problem_path).stem}-{suffix}"
 
 
 def run_id_for(run_dir: str) -> str:

@@ -21,7 +21,7 @@ from kernelblaster.eval.results import DATABASE_NAME, SCHEMA_VERSION, ResultsDB
 from kernelblaster.eval.suite import create_suite
 from kernelblaster.graph.app.cli import main
 from kernelblaster.graph.core.services import Services
-from kernelblaster.harness.precision_policy import PrecisionPolicy
+from kernelblaster.kb.precision import PrecisionPolicy
 from kernelblaster.tools.errors import UserFacingError
 
 

@@ -34,10 +34,10 @@ def test_saved_file_has_one_line_per_state_and_per_optimization(kb_path: Path) -
     )
 
 
-def test_save_and_load_round_trip_through_the_file(kb_path: Path) -> None:
+def test_a_replaced_document_round_trips_through_the_file(kb_path: Path) -> None:
     kb = KnowledgeBase.load(kb_path)
     kb.document.states["memory_bandwidth_bound"].optimizations[0].lessons.append("Fusing the epilogue paid off.")
-    kb.save()
+    kb.replace_document(kb.document)
     assert KnowledgeBase.load(kb_path).document == kb.document
 
 
