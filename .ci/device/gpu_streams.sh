@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Run parts of the GPU specification (.ci/device/gpu_parts.sh names them) as parallel streams, one per GPU,
-# in the background, so a machine of several GPUs runs the whole of `pytest -m gpu` in a fraction of the
-# time and successive calls of at most 10 minutes only poll it:
-#   .ci/device/gpu_streams.sh start LOGDIR 0:harness,prompt_facts 1:hostile,bench,lifetime,human_cli_snippets
+# Run parts of the GPU specification (.ci/device/gpu_parts.sh names them) in the background, as streams of
+# parts, so that the whole of `pytest -m gpu` outlasts the 10 minutes of one call and later calls only poll:
+#   .ci/device/gpu_streams.sh start LOGDIR 0:harness,hostile,bench,lifetime,prompt_facts,human_cli_snippets
 #   .ci/device/gpu_streams.sh wait LOGDIR SECONDS     (prints each part's result; exit 0 once all ended)
+# Give the specification one stream per host. Two streams on two H200s of one host (at f4df75e) failed 5
+# honest tests that pass alone: ncu profiles one process per host at a time (the harness now waits for
+# it: harness/profile/run.py), and the timing cross-check failed honest kernels while the other GPU was
+# busy. Several streams suit work that neither profiles nor times.
 # A stream runs its parts one after another with CUDA_VISIBLE_DEVICES set to its GPU; each part's log and
 # JUnit XML go to LOGDIR as gpu_tests.sh writes them, and LOGDIR/STREAM.done marks a stream that ended.
 set -uo pipefail
