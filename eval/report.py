@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,7 +228,19 @@ def _setup(data: SuiteData) -> list[Block]:
         f"{counts['pending']} not started. {context.iterations} iterations of {context.trajectories} trajectories "
         f"of depth {context.depth}, top-k {context.top_k}, model {context.model}, precision {context.precision}. "
         f"Method: {config.ablation}; KB version 0 from {config.start_kb}; {config.window} problem(s) at once. "
-        f"{_ending_line(data.ending, config.token_limit)}")]
+        f"{_ending_line(data.ending, config.token_limit)}"), Paragraph(_machines_line(data.rows))]
+
+
+def _machines_line(rows: Sequence[ProblemRow]) -> str:
+    """The machines the problems ran on, with how many problems each; numbers from different ones differ."""
+    machines = Counter(
+        f"{r.gpu_name}, driver {r.driver_version}, CUDA runtime {r.cuda_runtime}, nvcc {r.nvcc_version}, "
+        f"torch {r.torch_version}" for row in rows if (r := row.result) is not None and r.gpu_name is not None)
+    if not machines:
+        return "Machine: not recorded (the results were written before machines were recorded)."
+    listed = "; ".join(f"{machine} ({count} problem{'s' * (count != 1)})" for machine, count in machines.items())
+    warning = " The times of problems on different machines are not comparable." if len(machines) > 1 else ""
+    return f"Measured on: {listed}.{warning}"
 
 
 def _ending_line(ending: SuiteEnding | None, token_limit: int | None) -> str:

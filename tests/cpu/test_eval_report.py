@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.graph.recorded_evaluator import MACHINE
 from fixtures.suite.scripted_suite import services_factory, suite_config
 
 from kernelblaster.eval.report import write_report
@@ -121,3 +122,9 @@ def test_a_suite_without_roofline_fractions_says_why_instead_of_showing_an_empty
 def test_the_report_cites_published_work_by_its_own_reference_never_by_an_issue_of_this_project(report: Path) -> None:
     for name in ("report.md", "report.html"):
         assert not re.search(r"issue \d+", (report / name).read_text(), re.IGNORECASE)
+
+
+def test_the_report_names_the_machine_its_problems_were_measured_on(report: Path) -> None:
+    markdown = (report / "report.md").read_text()
+    assert (f"Measured on: {MACHINE.gpu}, driver {MACHINE.driver}, CUDA runtime {MACHINE.cuda_runtime}, "
+            f"nvcc {MACHINE.nvcc}, torch {MACHINE.torch} (5 problems).") in markdown
