@@ -241,3 +241,14 @@ def test_restore_of_a_snapshot_not_kept_fails_in_one_line_naming_those_kept_and_
         assert status == 2
         assert err.count("\n") == 1 and "kept: run-1: after iteration 1, 2" in err
     assert kb_path.read_bytes() == before
+
+
+def test_importing_an_empty_json_object_says_it_is_not_a_kb_and_keeps_the_kb(capsys: pytest.CaptureFixture[str],
+                                                                            kb_path: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}")
+    before = kb_path.read_bytes()
+    status, _, err = run(capsys, "kb", "import", str(empty), "--kb", str(kb_path))
+    assert status != 0 and err.count("\n") == 1 and "Traceback" not in err
+    assert "it is an empty JSON object ({}), not a KB" in err and "None" not in err
+    assert kb_path.read_bytes() == before
