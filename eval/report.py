@@ -225,10 +225,15 @@ def _setup(data: SuiteData) -> list[Block]:
     return [Paragraph(
         f"Source {config.source} ({config.selection}, order {config.order}); {len(data.rows)} problems: "
         f"{counts['done']} done, {counts['failed']} failed, {counts['running']} interrupted, "
-        f"{counts['pending']} not started. {context.iterations} iterations of {context.trajectories} trajectories "
-        f"of depth {context.depth}, top-k {context.top_k}, model {context.model}, precision {context.precision}. "
+        f"{counts['pending']} not started. {_count(context.iterations, 'iteration')} of "
+        f"{_count(context.trajectories, 'trajectory', 'trajectories')} of depth {context.depth}, top-k "
+        f"{context.top_k}, model {context.model}, precision {context.precision}. "
         f"Method: {config.ablation}; KB version 0 from {config.start_kb}; {config.window} problem(s) at once. "
         f"{_ending_line(data.ending, config.token_limit)}"), Paragraph(_machines_line(data.rows))]
+
+
+def _count(number: int, one: str, many: str | None = None) -> str:
+    return f"{number} {one if number == 1 else many or one + 's'}"
 
 
 def _machines_line(rows: Sequence[ProblemRow]) -> str:
