@@ -13,6 +13,8 @@ def render_eval(result: EvalResult, profile_requested: bool = False) -> str:
         f"problem: {result.problem}   candidate: {result.candidate} (sha256 {result.source_sha256[:12]})",
         f"gpu: {result.gpu or 'none'} ({result.arch})   precision: {result.precision}",
     ]
+    if result.machine:
+        lines.append(f"machine: {result.machine.line()}")
     if result.memory and result.memory.fits:
         lines.append(render_memory(result.memory))
     if result.failure:
