@@ -40,11 +40,12 @@ from kernelblaster.harness.buffers import SharedMemoryPool, SharedSet
 from kernelblaster.harness.build import CACHE_VARIABLE, BuildResult, build_candidate, check_libraries_installed
 from kernelblaster.harness.gpu_facts import GpuFacts, read_gpu_facts
 from kernelblaster.harness.header import generate_header
+from kernelblaster.harness.machine import this_machine
 from kernelblaster.harness.memory_plan import GpuMemory, MemoryPlan, ProblemSizes, plan_memory
 from kernelblaster.harness.precision import PrecisionPolicy
 from kernelblaster.harness.problem import Problem, load_problem
-from kernelblaster.harness.profile import ProfileOutcome
-from kernelblaster.harness.profile_run import profile_candidate, profile_pytorch
+from kernelblaster.harness.profile.outcome import ProfileOutcome
+from kernelblaster.harness.profile.run import profile_candidate, profile_pytorch
 from kernelblaster.harness.references import FLOAT64_FLOP_LIMIT, ReferenceCache
 from kernelblaster.harness.result import BaselineTiming, CandidateTiming, CompileSummary, EvalResult, Roofline, Speedup
 from kernelblaster.harness.roofline import below_compute_floor, peaks_for_device, roofline_check, roofline_for
@@ -434,6 +435,7 @@ class CandidateEvaluator:
             roofline=score.roofline if score else None, profile=findings.profile, sanitizer=findings.sanitizer,
             memory=findings.plan,
             failure=findings.harness_failure, seconds={"build": build.seconds} | findings.seconds,
+            machine=this_machine(self.gpu),
         )
 
 

@@ -17,9 +17,9 @@ from contextlib import contextmanager
 import torch
 from pydantic import BaseModel
 
-# Re-exported: the names live apart so that they can be imported without torch.
-from kernelblaster.harness.precision_policy import PRECISION_POLICIES as PRECISION_POLICIES
-from kernelblaster.harness.precision_policy import PrecisionPolicy as PrecisionPolicy
+# The names are the KB's (kb.precision: importable without torch); what each allows is said here.
+from kernelblaster.kb.precision import PRECISION_POLICIES as PRECISION_POLICIES
+from kernelblaster.kb.precision import PrecisionPolicy as PrecisionPolicy
 
 
 class Tolerance(BaseModel):

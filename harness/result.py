@@ -10,8 +10,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from kernelblaster.harness.machine import Machine
 from kernelblaster.harness.memory_plan import MemoryPlan
-from kernelblaster.harness.profile import ProfileOutcome
+from kernelblaster.harness.profile.outcome import ProfileOutcome
 from kernelblaster.harness.stats import TimingStats
 from kernelblaster.tools.sanitizer import SanitizerResult
 
@@ -160,6 +161,9 @@ class EvalResult(BaseModel):
     failure: HarnessFailure | None = Field(default=None, description="For harness_error: the exception in full")
     seconds: dict[str, float] = Field(default={}, description="Wall time per stage (build, verify, time, score, "
                                                               "profile), seconds")
+    machine: Machine | None = Field(default=None, description="The machine it was evaluated on: GPU, driver, CUDA "
+                                                              "runtime, nvcc and torch versions; None in results "
+                                                              "written before machines were recorded")
 
     @property
     def failed_check(self) -> CheckResult | None:
