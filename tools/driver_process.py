@@ -302,12 +302,14 @@ class DriverSession:
         env: Mapping[str, str] | None = None,
         exit_timeout_s: float | None = None,
         allowance: ClaimAllowance | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> None:
         """`command` starts the driver (`DriverProgram.command`); `wrapper` prefixes it (e.g. ncu's argv).
 
         It runs inside `sandbox` seeing `view` (None: unconfined), with the sandbox's emptied environment
         plus `env`. `exit_timeout_s` bounds the wait for a clean exit on close (default 10 s, 300 s under
-        a wrapper); `allowance` enables the wall-clock check of timing claims.
+        a wrapper); `allowance` enables the wall-clock check of timing claims. `pass_fds` are descriptors the
+        process inherits (the sandbox keeps their numbers): a pipe a wrapper writes its report into.
         """
         self.argv = [*wrapper, *command]
         self._launch = prepare(self.argv, view, sandbox, env=env)
@@ -315,6 +317,7 @@ class DriverSession:
         self._exit_timeout_s = exit_timeout_s if exit_timeout_s is not None else default_exit_timeout_s
         self._fatal_exit_wait_s = WRAPPED_FATAL_EXIT_WAIT_S if wrapper else FATAL_EXIT_WAIT_S
         self._allowance = allowance
+        self._pass_fds = tuple(pass_fds)
         self._process: subprocess.Popen[bytes] | None = None
         self._stdout_buffer = b""
         self._tail = _OutputTail(STDERR_TAIL_BYTES)
@@ -340,6 +343,7 @@ class DriverSession:
             stderr=subprocess.PIPE,
             env=self._launch.env,
             cwd=self._launch.cwd,
+            pass_fds=self._pass_fds,
             start_new_session=True,  # its own process group, killed as a whole on a hang
         )
         assert self._process.stderr is not None

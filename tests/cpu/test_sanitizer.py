@@ -170,14 +170,14 @@ def test_without_compute_sanitizer_a_run_is_unavailable_and_asking_for_one_is_a_
         require_sanitizer()
 
 
-def test_the_driver_runs_under_the_checker_with_its_report_in_a_log_file(monkeypatch: pytest.MonkeyPatch,
+def test_the_driver_runs_under_the_checker_with_its_report_in_an_inherited_pipe(monkeypatch: pytest.MonkeyPatch,
                                                                            tmp_path: Path) -> None:
     args = sanitizer_stand_in.install(tmp_path, monkeypatch, CLEAN)
     assert sanitize_call(one_call(), SanitizerTool.RACECHECK).status == "clean"
     recorded = args.read_text().splitlines()
     assert recorded[:2] == ["--tool", "racecheck"]
     assert recorded[recorded.index("--report-api-errors") + 1] == "no"
-    assert recorded[recorded.index("--log-file") + 1].endswith("racecheck.log")
+    assert recorded[recorded.index("--log-file") + 1].startswith("/proc/self/fd/")
     assert recorded[-1] == str(FAKE_DRIVER)
 
 
@@ -224,8 +224,8 @@ def test_a_run_that_floods_its_report_is_stopped_long_before_its_timeout(monkeyp
 
 
 def test_initcheck_alone_leaves_copies_unchecked(tmp_path: Path) -> None:
-    initcheck = sanitizer_prefix(tmp_path / "compute-sanitizer", SanitizerTool.INITCHECK, tmp_path / "log")
-    memcheck = sanitizer_prefix(tmp_path / "compute-sanitizer", SanitizerTool.MEMCHECK, tmp_path / "log")
+    initcheck = sanitizer_prefix(tmp_path / "compute-sanitizer", SanitizerTool.INITCHECK, "/proc/self/fd/9")
+    memcheck = sanitizer_prefix(tmp_path / "compute-sanitizer", SanitizerTool.MEMCHECK, "/proc/self/fd/9")
     assert initcheck[initcheck.index("--check-api-memory-access") + 1] == "no"
     assert "--check-api-memory-access" not in memcheck
 
