@@ -95,7 +95,8 @@ def sanitize_call(call: SanitizedCall, tool: SanitizerTool) -> SanitizerResult:
         failure = error
     finally:
         report.finish(REPORT_DRAIN_S)
-    return _judged(parse_sanitizer_output(report.text(), tool), failure, session.exit_status, watcher.flooded)
+    flooded = watcher.flooded or report.total_bytes > REPORT_LIMIT_BYTES  # also when it ended between two looks
+    return _judged(parse_sanitizer_output(report.text(), tool), failure, session.exit_status, flooded)
 
 
 class _ReportWatcher:
