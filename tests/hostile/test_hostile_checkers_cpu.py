@@ -6,6 +6,8 @@ is caught for its own reason, and nothing of the trusted process's environment r
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,12 +17,11 @@ from fixtures import sanitizer_stand_in
 from fixtures.sanitizer_stand_in import CLEAN, MEMCHECK_OUT_OF_BOUNDS
 from hostile.containment import Tripwires
 
-from kernelblaster.harness import sanitize_run
-from kernelblaster.harness.sanitize_run import SanitizedCall, sanitize_call
-from kernelblaster.tools.driver_process import IpcTensor, TensorSet
-from kernelblaster.tools.sandbox import Sandbox, SandboxView
+from kernelblaster.harness.sanitize_run import REPORT_LIMIT_BYTES
+from kernelblaster.tools.sandbox import Sandbox
 from kernelblaster.tools.sanitizer import SanitizerResult, SanitizerTool
 
+TRUSTED_PROCESS = Path(__file__).resolve().parent / "trusted_process.py"
 FAKE_DRIVER = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "fake_driver_protocol.py"
 RACECHECK_ONE_HAZARD = """\
 ========= COMPUTE-SANITIZER
@@ -29,25 +30,24 @@ RACECHECK_ONE_HAZARD = """\
 =========
 ========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
 """
-# A variable of the trusted process only: the program's environment is emptied, so it can reach a result
-# only if the trusted process reads one of its own files where it meant to read the report.
+# A variable the trusted process starts with: the program's environment is emptied, so the marker can reach
+# a result only if the trusted process reads one of its own files where it meant to read the report.
 MARKER_VARIABLE = "KERNELBLASTER_TRUSTED_MARKER"
 MARKER = "trusted-marker-5d1c0e9a"
 
 
-def one_call(sandbox: Sandbox | None = None, view: SandboxView = SandboxView(), timeout_s: float = 0.05,
-             ) -> SanitizedCall:
-    x = IpcTensor(handle_hex="ab" * 64, offset=0, dtype=0, shape=[4, 8], strides=[8, 1])
-    return SanitizedCall(command=[sys.executable, str(FAKE_DRIVER)], view=view,
-                         tensor_set=TensorSet(inputs=[x], params=[], outputs=[x.model_copy(update={"offset": 512})]),
-                         device=0, flush_bytes=0, timeout_s=timeout_s, sandbox=sandbox)
-
-
 def attacked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, behaviour: str, report: str,
-             tool: SanitizerTool = SanitizerTool.MEMCHECK) -> SanitizerResult:
-    monkeypatch.setenv(MARKER_VARIABLE, MARKER)
+             tool: SanitizerTool = SanitizerTool.MEMCHECK, *, limit: int = REPORT_LIMIT_BYTES,
+             sandbox: Sandbox | None = None) -> SanitizerResult:
+    """The result of one call of the protocol double, behaving as `behaviour` under the stand-in writing
+    `report`, sanitized in a trusted process started with the marker in its environment."""
     sanitizer_stand_in.install(tmp_path, monkeypatch, report, FAKE_DRIVER_BEHAVIOUR=behaviour)
-    return sanitize_call(one_call(), tool)
+    view = [str(Path(sys.base_prefix).resolve()), str(FAKE_DRIVER.parent), str(tmp_path)] if sandbox else []
+    done = subprocess.run([sys.executable, str(TRUSTED_PROCESS), tool.value, "1.0" if sandbox else "0.05",
+                           str(limit), *view], env=os.environ | {MARKER_VARIABLE: MARKER}, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return SanitizerResult.model_validate_json(done.stdout)
 
 
 def assert_nothing_trusted_in(result: SanitizerResult, tripwires: Tripwires) -> None:
@@ -73,9 +73,8 @@ def test_a_fifo_in_the_reports_place_does_not_hang_the_harness(monkeypatch: pyte
 
 def test_a_report_flooded_by_the_program_is_stopped_and_is_the_programs_error(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tripwires: Tripwires) -> None:
-    monkeypatch.setattr(sanitize_run, "REPORT_LIMIT_BYTES", 16 << 20)
     started = time.monotonic()
-    result = attacked(monkeypatch, tmp_path, "log_flood", CLEAN)
+    result = attacked(monkeypatch, tmp_path, "log_flood", CLEAN, limit=16 << 20)
     assert time.monotonic() - started < 60
     assert result.status == "errors"
     assert result.findings[0].headline.startswith("the report grew past 16 MiB with no error in it")
@@ -103,10 +102,6 @@ def test_a_forged_summary_left_by_a_program_that_killed_its_checker_is_no_clean_
 
 def test_in_the_sandbox_the_checker_gets_its_report_pipe_and_the_program_replaces_nothing(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sandbox: Sandbox, tripwires: Tripwires) -> None:
-    monkeypatch.setenv(MARKER_VARIABLE, MARKER)
-    sanitizer_stand_in.install(tmp_path, monkeypatch, MEMCHECK_OUT_OF_BOUNDS, FAKE_DRIVER_BEHAVIOUR="log_symlink")
-    python = Path(sys.base_prefix).resolve()
-    view = SandboxView(read_only=(python, FAKE_DRIVER.parent), writable=(tmp_path,), gpu=True)
-    result = sanitize_call(one_call(sandbox, view, timeout_s=1.0), SanitizerTool.MEMCHECK)
+    result = attacked(monkeypatch, tmp_path, "log_symlink", MEMCHECK_OUT_OF_BOUNDS, sandbox=sandbox)
     assert (result.status, result.error_count) == ("errors", 1)
     assert_nothing_trusted_in(result, tripwires)
