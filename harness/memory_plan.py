@@ -136,6 +136,11 @@ def _comparing_bytes(sizes: ProblemSizes) -> int:
     return sizes.output_bytes + COMPARE_CHUNK_BYTES
 
 
+def per_case_reference_bytes(sizes: ProblemSizes) -> int:
+    """One reference case computed and checked while a candidate's driver runs (harness/gpu_reserve.py)."""
+    return _per_case_reference_bytes(sizes)
+
+
 def _per_case_reference_bytes(sizes: ProblemSizes) -> int:
     """One case at a time: the larger of computing it and checking against it."""
     computing = sizes.input_bytes + sizes.param_bytes + _computing_bytes(sizes)
