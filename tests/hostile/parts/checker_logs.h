@@ -1,9 +1,9 @@
-// Part of hostile candidates: finds the report of every checker (compute-sanitizer) in the sandbox, a process
-// whose command line names `--log-file`, and calls `attack` with the path this process reaches it by (a
-// /proc/self/... name on the checker's command line is the checker's own: /proc/<its pid>/... from here).
-// Uses `sys` (raw_syscall.h), which every file that includes this part also calls.
+// Part of hostile candidates: finds the report of every checker in the sandbox, a process whose command line
+// names `flag` (compute-sanitizer's `--log-file`, ncu's `--export`), and calls `attack` with the path this
+// process reaches it by (a /proc/self/... name on the checker's command line is the checker's own:
+// /proc/<its pid>/... from here). Uses `sys` (raw_syscall.h), which every file that uses this part calls.
 template <typename Attack>
-static void for_each_checker_log(Attack attack) {
+static void for_each_checker_file(const char* flag, Attack attack) {
   static char entries[1 << 16];
   static char cmdline[1 << 16];
   static char path[4096];
@@ -24,7 +24,7 @@ static void for_each_checker_log(Attack attack) {
     if (read <= 0) continue;
     cmdline[read] = 0;
     for (const char* arg = cmdline; arg < cmdline + read; arg += __builtin_strlen(arg) + 1) {
-      if (__builtin_strcmp(arg, "--log-file") != 0) continue;
+      if (__builtin_strcmp(arg, flag) != 0) continue;
       const char* log = arg + __builtin_strlen(arg) + 1;
       if (log >= cmdline + read) break;
       if (__builtin_strncmp(log, "/proc/self/", 11) == 0) {  // the checker's own descriptor
