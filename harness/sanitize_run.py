@@ -14,6 +14,10 @@ can only come before the checker's own summary, which the checker writes after t
 ended, so the summary that counts is the last one in the report (tools/sanitizer.py). A candidate that
 kills the checker first leaves no summary of the checker's, but also a wrapped process that did not exit
 with status 0: no clean report then. Findings the candidate forges only count against it.
+What stays possible: the candidate runs as the checker's user in the checker's sandbox, so it can signal the
+checker (stopped, it times out: `failed`) and, where the kernel lets a process write a non-child's memory
+(/proc/PID/mem without Yama's ptrace restriction), rewrite the checker itself and with it its report. A
+forged clean report hides only the checker's finding: the harness's own checks of the outputs still hold.
 
 A faulty kernel can make a checker report an error for every thread (initcheck on a read of an unwritten
 output, memcheck on an access past the end), and reporting millions of them takes hours: a watcher reads the
