@@ -105,18 +105,27 @@ def parse_sanitizer_output(text: str, tool: SanitizerTool, *,
     """
     lines = _sanitizer_lines(text)
     count = _error_count(text)
-    findings = [_finding(block) for block in _blocks(lines)][:max_findings]
-    # Stopped (a timeout) after reporting errors in kernels: what it reported still stands. A finding that
-    # says where it happened is one; the tool's own complaints ("Target application terminated ...") say not,
-    # and racecheck's warnings are not errors.
-    if count is None and any(finding.details and not finding.headline.startswith("Warning")
-                             for finding in findings):
-        return SanitizerResult(tool=tool, status="errors", findings=findings,
-                               reason="compute-sanitizer was stopped before its error summary")
+    blocks = [_finding(block) for block in _blocks(lines)]
+    findings = blocks[:max_findings]
+    if count:
+        return SanitizerResult(tool=tool, status="errors", error_count=count, findings=findings)
+    # Errors reported in kernels stand without a summary (the run was stopped, a timeout or the watcher) and
+    # against a summary of none (written into the report by the program, ahead of findings of the checker's).
+    if any(_is_error(finding) for finding in blocks):
+        why = ("compute-sanitizer was stopped before its error summary" if count is None else
+               "the report holds errors that a summary of 0 errors in it does not count (a summary the program "
+               "wrote)")
+        return SanitizerResult(tool=tool, status="errors", findings=findings, reason=why)
     if count is None:
         return SanitizerResult(tool=tool, status="failed", output_tail=_tail(text),
                                reason="compute-sanitizer printed no error summary")
-    return SanitizerResult(tool=tool, status="errors" if count else "clean", error_count=count, findings=findings)
+    return SanitizerResult(tool=tool, status="clean", error_count=0, findings=findings)
+
+
+def _is_error(finding: SanitizerFinding) -> bool:
+    """A report that says where it happened; the tool's own complaints ("Target application terminated ...")
+    say not, and racecheck's warnings (and notes) are not errors."""
+    return bool(finding.details) and not finding.headline.startswith(("Warning", "Note"))
 
 
 def _sanitizer_lines(text: str) -> list[str]:
