@@ -88,7 +88,8 @@ def render_sanitizer_report(result: SanitizerResult) -> str:
     count = result.error_count if result.error_count is not None else len(result.findings)
     errors = f"{count} error{'s' if count != 1 else ''}"
     if result.error_count is None:
-        errors = f"at least {errors} (it was stopped before its summary)"
+        stopped = result.reason.startswith("compute-sanitizer was stopped")
+        errors = f"at least {errors} ({'it was stopped before its summary' if stopped else result.reason})"
     elif count > len(result.findings):
         errors += f" (the first {len(result.findings)} shown)"
     lines = [f"compute-sanitizer {result.tool.value}: {errors}"]
