@@ -486,7 +486,9 @@ class DriverSession:
         stdout_fd = self._process.stdout.fileno()
         poller = select.poll()
         poller.register(stdout_fd, select.POLLIN)
-        while poller.poll(0):
+        # At most a line's worth: a candidate that writes without end must not keep this loop, or the buffer,
+        # growing (a longer line is a forgery, raised below).
+        while len(self._stdout_buffer) <= MAX_REPLY_LINE_BYTES and poller.poll(0):
             chunk = os.read(stdout_fd, 65536)
             if not chunk:
                 break

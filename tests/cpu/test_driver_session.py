@@ -267,3 +267,11 @@ def test_the_bounds_let_the_largest_honest_timing_reply_through() -> None:
 def test_a_line_that_is_not_an_object_is_not_a_reply_and_not_parsed() -> None:
     assert parse_reply_line(b"[" * 100_000) is None
     assert parse_reply_line(b"==PROF== Connected to process 12") is None
+
+
+def test_output_without_end_between_replies_is_a_forgery_found_in_bounded_time() -> None:
+    started = time.monotonic()
+    with fake_session("endless") as session, pytest.raises(DriverForged, match="a line of more than"):
+        session.run(0, timeout_s=10)
+        session.run(0, timeout_s=10)
+    assert time.monotonic() - started < 10
