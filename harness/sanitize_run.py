@@ -87,10 +87,10 @@ def sanitize_call(call: SanitizedCall, tool: SanitizerTool) -> SanitizerResult:
     view = call.view + SandboxView(read_only=tool_installation(located))
     report = ReportPipe(REPORT_HEAD_BYTES, REPORT_TAIL_BYTES)
     failure: DriverError | None = None
-    session = DriverSession(call.command, wrapper=sanitizer_prefix(located, tool, report.child_path),
-                            sandbox=call.sandbox, view=view, pass_fds=(report.write_fd,))
-    watcher = _ReportWatcher(session, report, tool)
     try:
+        session = DriverSession(call.command, wrapper=sanitizer_prefix(located, tool, report.child_path),
+                                sandbox=call.sandbox, view=view, pass_fds=(report.write_fd,))
+        watcher = _ReportWatcher(session, report, tool)
         with session, watcher:
             session.setup([call.tensor_set], flush_bytes=call.flush_bytes, device=call.device,
                           timeout_s=timeout_s, mark_initialized=tool is SanitizerTool.INITCHECK)
@@ -98,7 +98,7 @@ def sanitize_call(call: SanitizedCall, tool: SanitizerTool) -> SanitizerResult:
     except DriverError as error:
         failure = error
     finally:
-        report.finish(REPORT_DRAIN_S)
+        report.finish(REPORT_DRAIN_S)  # the pipe and its reader end whatever happened
     flooded = watcher.flooded or report.total_bytes > REPORT_LIMIT_BYTES  # also when it ended between two looks
     return _judged(parse_sanitizer_output(report.text(), tool), failure, session.exit_status, flooded)
 
