@@ -10,7 +10,7 @@ from kernelblaster.tools.report_pipe import ReportPipe
 
 
 def write_from_child(pipe: ReportPipe, code: str) -> None:
-    """Run `code` in a child process that has the pipe's write end as fd `fd` and /proc/self/fd/N by name."""
+    """Run `code` in a child process that inherits the pipe's write end and gets its name as argv[1]."""
     subprocess.run([sys.executable, "-c", code, pipe.child_path], pass_fds=(pipe.write_fd,), check=True,
                    timeout=60)
 
