@@ -1,10 +1,10 @@
 """Run one call of a candidate's driver under compute-sanitizer and return what the checker found.
 
-As under ncu (harness/profile/run.py), the sanitizer runs inside the candidate's sandbox, seeing its own installation; it starts the
-driver's launcher, which confines the driver process itself. A call that fails under the sanitizer is what
-a memcheck error looks like (the checker stops the faulty kernel), so a run counts as `clean` only when the
-call succeeded, the whole wrapped process exited with status 0 and the report says no errors; any other
-run without errors is `failed`, with the reason.
+As under ncu (harness/profile/run.py), the sanitizer runs inside the candidate's sandbox, seeing its own
+installation; it starts the driver's launcher, which confines the driver process itself. A call that fails
+under the sanitizer is what a memcheck error looks like (the checker stops the faulty kernel), so a run
+counts as `clean` only when the call succeeded, the whole wrapped process exited with status 0 and the
+report says no errors; any other run without errors is `failed`, with the reason.
 
 The report never passes through a file the sandbox can write: the checker writes it into a pipe this
 process made and drains with a bound (tools/report_pipe.py), so no link, FIFO or flood in its place can
