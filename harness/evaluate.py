@@ -39,6 +39,15 @@ from kernelblaster.harness.baseline import baseline_for
 from kernelblaster.harness.buffers import SharedMemoryPool, SharedSet
 from kernelblaster.harness.build import CACHE_VARIABLE, BuildResult, build_candidate, check_libraries_installed
 from kernelblaster.harness.gpu_facts import GpuFacts, read_gpu_facts
+from kernelblaster.harness.gpu_reserve import (
+    TrustedOutOfMemory,
+    candidate_allowance_bytes,
+    freed_since,
+    hoarding_check,
+    noting_out_of_memory,
+    reserved_for_trusted,
+    trusted_session_bytes,
+)
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.machine import this_machine
 from kernelblaster.harness.memory_plan import GpuMemory, MemoryPlan, ProblemSizes, plan_memory
@@ -332,22 +341,38 @@ class CandidateEvaluator:
 
     def _in_driver(self, built: BuildStage, sets: list[SharedSet], findings: Findings, verify: bool,
                    measure: bool) -> None:
+        """Verify and time in one driver process. What this process allocates meanwhile is set aside before
+        the driver starts (harness/gpu_reserve.py): a candidate that takes the GPU's memory gets a verdict on
+        its outputs, or, should this process run out all the same, one on the memory it held."""
         allowance = self._claim_allowance(sets) if measure else None
-        try:
-            with self._driver(built, sets, allowance) as session:
-                if verify:
-                    findings.add_verification(self._timed(findings, "verify",
-                                                          lambda: self._verify(session, sets[0])))
-                if measure and findings.passed:
-                    findings.add_measurement(self._timed(findings, "time", lambda: self._time(session, sets)))
-                timing = findings.timing
-                if timing is not None and findings.passed and below_compute_floor(self.roofline,
-                                                                                  timing.event.median_ms):
-                    findings.checks.append(self._timed(findings, "reverify", lambda: extra_verification(
-                        session, sets[0], self._verification_context())))
-        except DriverError as error:  # setup, or a call while timing
-            findings.driver_failure = DriverFailure.of(error)
-            findings.checks.append(findings.driver_failure.check())
+        gpu = self._require_gpu()
+        if self.plan.references == "cached":
+            self.references.warm()  # computed before the candidate's process holds any memory
+        with reserved_for_trusted(gpu, trusted_session_bytes(self.plan), candidate_allowance_bytes(self.plan)):
+            try:
+                with self._driver(built, sets, allowance) as session, noting_out_of_memory(gpu):
+                    self._check_in(session, sets, findings, verify=verify, measure=measure)
+            except DriverError as error:  # setup, or a call while timing
+                findings.driver_failure = DriverFailure.of(error)
+                findings.checks.append(findings.driver_failure.check())
+            except TrustedOutOfMemory as oom:  # the driver has ended: what it gave back is what it held
+                check = hoarding_check(freed_since(gpu, oom.free_bytes), self.plan)
+                if check is None:
+                    raise oom.error from None
+                findings.checks.append(check)
+
+    def _check_in(self, session: DriverSession, sets: list[SharedSet], findings: Findings, *, verify: bool,
+                  measure: bool) -> None:
+        """Verify and time through one driver session; a time below only the reference's compute floor (an
+        algebraic rewrite does less work) earns more verification, not rejection."""
+        if verify:
+            findings.add_verification(self._timed(findings, "verify", lambda: self._verify(session, sets[0])))
+        if measure and findings.passed:
+            findings.add_measurement(self._timed(findings, "time", lambda: self._time(session, sets)))
+        timing = findings.timing
+        if timing is not None and findings.passed and below_compute_floor(self.roofline, timing.event.median_ms):
+            findings.checks.append(self._timed(findings, "reverify", lambda: extra_verification(
+                session, sets[0], self._verification_context())))
 
     @contextmanager
     def _driver(self, built: BuildStage, sets: list[SharedSet],

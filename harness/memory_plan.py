@@ -159,6 +159,11 @@ def _comparing_bytes(sizes: ProblemSizes) -> int:
     return 2 * sizes.output_bytes + COMPARE_CHUNK_BYTES
 
 
+def per_case_reference_bytes(sizes: ProblemSizes, float64: bool) -> int:
+    """One reference case computed and checked while a candidate's driver runs (harness/gpu_reserve.py)."""
+    return _per_case_reference_bytes(sizes, float64)
+
+
 def _per_case_reference_bytes(sizes: ProblemSizes, float64: bool) -> int:
     """One case at a time: the larger of computing it and checking against it."""
     computing = sizes.input_bytes + sizes.param_bytes + _computing_bytes(sizes, float64)

@@ -21,6 +21,7 @@ from kernelblaster.tools.driver_process import (
     DriverTimeout,
     IpcTensor,
     TensorSet,
+    parse_reply_line,
 )
 
 FAKE_DRIVER = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "fake_driver_protocol.py"
@@ -236,3 +237,41 @@ def test_what_the_sandbox_blocked_is_read_from_the_launchers_report() -> None:
         session.run(0, timeout_s=10)
     assert session.blocked() == ["execve (the candidate tried to run another program)"]
     assert raised.value.exit_status == 159 and "stopped by the sandbox" in str(raised.value)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Replies beyond what the driver sends: bounded before they are parsed
+# ---------------------------------------------------------------------------------------------------
+def test_a_deeply_nested_reply_is_a_forgery_not_a_failure_of_the_harness() -> None:
+    session = fake_session("nested")
+    with session, pytest.raises(DriverForged, match="objects and arrays, more than the 64 the driver ever sends"):
+        session.run(0, timeout_s=10)
+    assert session.exit_status == -9
+
+
+def test_an_endless_line_on_the_protocol_is_a_forgery() -> None:
+    with fake_session("overlong") as session, pytest.raises(DriverForged, match="a line of more than 4194304 bytes"):
+        session.run(0, timeout_s=10)
+
+
+def test_a_reply_with_fields_of_the_wrong_type_is_a_forgery() -> None:
+    with fake_session("malformed") as session, pytest.raises(DriverForged, match="a malformed reply to 'run': ok: "):
+        session.run(0, timeout_s=10)
+
+
+def test_the_bounds_let_the_largest_honest_timing_reply_through() -> None:
+    reply = {"seq": 3, "ok": True, "event_ms": [123.456789012345] * 1000, "incomplete_calls": 0, "policy_windows": 0}
+    assert parse_reply_line(json.dumps(reply).encode()) == reply
+
+
+def test_a_line_that_is_not_an_object_is_not_a_reply_and_not_parsed() -> None:
+    assert parse_reply_line(b"[" * 100_000) is None
+    assert parse_reply_line(b"==PROF== Connected to process 12") is None
+
+
+def test_output_without_end_between_replies_is_a_forgery_found_in_bounded_time() -> None:
+    started = time.monotonic()
+    with fake_session("endless") as session, pytest.raises(DriverForged, match="a line of more than"):
+        session.run(0, timeout_s=10)
+        session.run(0, timeout_s=10)
+    assert time.monotonic() - started < 10
