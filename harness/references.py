@@ -9,6 +9,7 @@ References are always computed in full fp32 (no TF32), whatever freedom the cand
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,11 +38,52 @@ class ReferenceCase:
         return [a for a in self.args if isinstance(a, torch.Tensor)]
 
 
+# Special values sit at random places (drawn per process, so no kernel can know them), many per tensor.
+SPECIAL_VALUES_PER_ELEMENTS = 4096
+MIN_SPECIAL_VALUES, MAX_SPECIAL_VALUES = 3, 64
+WIDE_RANGE_EXPONENT = 8  # wide-range inputs: each element times 2**k, k uniform in [-8, 8] (exact in floats)
+
+
+def _random_positions(numel: int, count: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(secrets.randbits(63))
+    return torch.randperm(numel, generator=generator)[: min(count, numel)]
+
+
 def _with_special_values(tensor: torch.Tensor) -> None:
+    """NaN, +Inf and -Inf in turn at many random places."""
     flat = tensor.view(-1)
-    positions = [0, flat.numel() // 2, flat.numel() - 1][: flat.numel()]
-    for position, value in zip(positions, (float("nan"), float("inf"), float("-inf")), strict=False):
-        flat[position] = value
+    count = max(MIN_SPECIAL_VALUES, min(MAX_SPECIAL_VALUES, flat.numel() // SPECIAL_VALUES_PER_ELEMENTS))
+    positions = _random_positions(flat.numel(), count).to(flat.device)
+    values = torch.tensor([float("nan"), float("inf"), float("-inf")], dtype=flat.dtype, device=flat.device)
+    flat[positions] = values[torch.arange(positions.numel(), device=flat.device) % 3]
+
+
+def _one_nan(tensor: torch.Tensor) -> None:
+    """A single NaN at a random place: a kernel that skips part of its work can miss it."""
+    flat = tensor.view(-1)
+    if flat.numel():
+        flat[int(_random_positions(flat.numel(), 1)[0])] = float("nan")
+
+
+def _one_large(tensor: torch.Tensor) -> None:
+    """One value 1000 times the tensor's largest magnitude, of the element's sign, at a random place: it
+    dominates any sum it is part of, so a reduction that skips terms is off by it."""
+    flat = tensor.view(-1)
+    if flat.numel() == 0:
+        return
+    position = int(_random_positions(flat.numel(), 1)[0])
+    largest = float(flat.abs().max()) if bool(flat.isfinite().all()) else 1.0
+    flat[position] = (-1.0 if float(flat[position]) < 0 else 1.0) * LARGE_SCALE * max(largest, 1e-3)
+
+
+def _zero_mean(tensor: torch.Tensor) -> None:
+    tensor.sub_(tensor.mean())
+
+
+def _wide_range(tensor: torch.Tensor) -> None:
+    generator = torch.Generator().manual_seed(secrets.randbits(63))
+    exponents = torch.randint(-WIDE_RANGE_EXPONENT, WIDE_RANGE_EXPONENT + 1, tuple(tensor.shape), generator=generator)
+    tensor.mul_(torch.pow(2.0, exponents.to(torch.float64)).to(device=tensor.device, dtype=tensor.dtype))
 
 
 # Each transform changes a floating-point input in place (the instance is made for the case alone).
@@ -49,8 +91,18 @@ SPECIAL_CASES: tuple[tuple[str, Callable[[torch.Tensor], object]], ...] = (
     (f"inputs scaled by {LARGE_SCALE:g}", lambda t: t.mul_(LARGE_SCALE)),
     (f"inputs scaled by {TINY_SCALE:g}", lambda t: t.mul_(TINY_SCALE)),
     ("negated inputs", lambda t: t.neg_()),
-    ("NaN, +Inf and -Inf in the inputs", _with_special_values),
+    ("NaN, +Inf and -Inf at random places in the inputs", _with_special_values),
+    ("one NaN at a random place in each input", _one_nan),
+    ("one large value at a random place in each input", _one_large),
 )
+# Under `strict` only, and only where the problem's domain allows (a case whose reference has non-finite
+# outputs is skipped): inputs that make plain fp32 arithmetic, not luck on positive inputs, the requirement.
+STRICT_CASES: tuple[tuple[str, Callable[[torch.Tensor], object]], ...] = (
+    ("zero-mean inputs", _zero_mean),
+    (f"wide-range inputs (each element times 2^k, |k| <= {WIDE_RANGE_EXPONENT})", _wide_range),
+)
+# Timing cases are seeds never used by verification, drawn per process.
+_TIMING_SEED_BASE = (1 << 40) + secrets.randbits(40)
 
 
 def is_float_tensor(value: object) -> bool:
@@ -70,13 +122,25 @@ class ReferenceCache:
     def seed_case(self, seed: int) -> ReferenceCase:
         return self._case(f"seed {seed}", lambda: self._compute(seed, None))
 
-    def special_labels(self) -> list[str]:
-        """Labels of the special-value cases; none when the problem has no floating-point input."""
-        return [label for label, _ in SPECIAL_CASES] if self.float_inputs else []
+    def special_labels(self, strict: bool = False) -> list[str]:
+        """Labels of the special-value cases (with `strict`, also the strict-only ones); none when the problem has
+        no floating-point input."""
+        cases = SPECIAL_CASES + (STRICT_CASES if strict else ())
+        return [label for label, _ in cases] if self.float_inputs else []
 
     def special_case(self, label: str) -> ReferenceCase:
-        transform = dict(SPECIAL_CASES)[label]
+        transform = dict(SPECIAL_CASES + STRICT_CASES)[label]
         return self._case(label, lambda: self._compute(self.seeds[0], (label, transform)))
+
+    def timing_case(self, index: int) -> ReferenceCase:
+        """The case timing set `index` is filled with: a seed verification never uses, secret to the driver."""
+        seed = _TIMING_SEED_BASE + index
+        return self._case(f"timing case {index}", lambda: self._relabelled(seed, f"timing case {index}"))
+
+    def _relabelled(self, seed: int, label: str) -> ReferenceCase:
+        case = self._compute(seed, None)
+        case.label = label
+        return case
 
     def warm(self) -> None:
         """Compute every case now when they are kept (e.g. in a thread while the candidate compiles)."""

@@ -1,25 +1,77 @@
-"""Time a candidate (through the driver) and the PyTorch baselines (in this process) by one method.
+"""Time a candidate (through the driver) and the PyTorch baselines (in this process) by one method, and bound
+the candidate's claimed times by the harness's own clock.
 
-Both: warm-up, then many calls rotating over several input sets, an L2 flush before each call, and CUDA
-events on the stream around the call; the GPU time between the events is the time. Host-side API time
-inside a call (allocations, attribute setting, event waits) shows in the events only where it keeps the
-GPU waiting, as it would in any program. Work a candidate leaks onto another stream is not timed by the
-events, so the driver checks, for every call, that the outputs were final the moment the stream's work was
-done: a call whose outputs still changed afterwards fails `stream_escape` and earns nothing.
-`flush_and_sync_ms` measures, in this trusted process, the work around each timed call that the driver's
-claims leave out (for the forgery check).
+The score. Warm-up, then many calls rotating over the input sets, an L2 flush before each call, and CUDA
+events on the stream around the call; the GPU time between the events is the time, and the PyTorch
+baselines are timed the same way in this process, so speedups compare like with like. Host-side API time
+inside a call shows in the events only where it keeps the GPU waiting. The driver checks, for every call,
+that the outputs were final the moment the stream's work was done (`stream_escape`).
+
+The threat. Those events are recorded and read in the driver's process, where the candidate's code runs:
+it can scan the stack and heap, re-record the driver's start event, rewrite its replies. The driver's
+sum of times is held against this process's clock (tools/driver_process.py, `forged_timing`), but the
+score is the median: "keep the sum, move the median" beat that. So nothing the driver's process reports is
+believed without a figure this process measured itself.
+
+What must hold: whatever the candidate does in its process, the event median the score uses is not more
+than 5% (or the measured timing noise, where larger) below the GPU time its calls really take, and every
+figure comes with a bound measured here. How (`TrustedBatches`):
+- Batches. After the event timing, the candidate runs batches: one call per rotating set, in a random
+  order, back to back on its stream with no synchronisation between them, then one device-wide synchronise
+  and the reply (the driver's `batch` request). Before each batch this process poisons every set's outputs
+  (each set has its own), flushes L2 with its own buffer and synchronises its device, all outside the
+  clock. The clock runs from sending the request to the moment a digest of every output of the batch,
+  computed here after the reply, is complete (`BatchClock`): a reply sent before the work was done (a
+  forged or early reply) does not stop the clock at less than the work, because the digest is compared
+  with the outputs as they are later checked; outputs that changed after the digest are `forged_result`.
+- What is subtracted is measured here only: the digest's own time (twice more, after the clock, the
+  faster kept) and the round trip of an empty batch on the harness's own null candidate's driver (the
+  fastest of several, `RoundTrip`), a process with no candidate code, so the candidate cannot inflate it.
+  Per-call trusted time = (wall - digest - round trip) / calls. Noise only ever adds to a batch's wall.
+- Checks it cannot predict. After each batch, and only then, the harness draws (secrets) whether to check
+  it: every output of every call against that set's reference, and the inputs and params of every set
+  against their digests taken when the sets were filled (inputs are checked after every batch). Only
+  checked batches give the trusted figure (the lowest of them); at least two are checked, and batches run
+  until they are. A candidate that skips work in some batches gains only where the batch goes unchecked,
+  and an unchecked batch's time is never used. Every set is in every batch, so every set is checked.
+- The decision. An event median more than max(5% of the trusted figure, the round trip's jitter per call)
+  below the trusted figure is `forged_result` (after more batches have had the chance to lower the
+  trusted figure): the events then cannot be the calls' time. The score stays the event median otherwise
+  (the baselines' method); it is never replaced by the trusted figure, which measures back-to-back calls.
+- Why an honest kernel passes. The batch hides the launch latency between calls and keeps the candidate's
+  own workspace warm in L2, and every call's inputs and outputs are cold (flushed before the batch and
+  touched once in it), so the batch's per-call time is at most the flushed event time, up to noise.
+  Multi-launch kernels that are host-bound are host-bound in both. Workspace poisoning is on in every call
+  of both (driver), so it costs both the same.
+- What it guarantees, and what not. The median cannot be forged lower than 95% of what the GPU spends on
+  the candidate's checked, back-to-back calls (less the round trip's jitter per call, which for calls
+  much shorter than a round trip's jitter, tens of microseconds, over the sets per batch, is the bound);
+  the launch gap and workspace warmth a batch hides are the forger's only other room. A candidate that
+  hashes its whole input and replays a stored output for inputs it has seen is not caught when the
+  timing cases fit its store: it pays a full read of its inputs per call, which bounds its gain on
+  memory-bound problems.
+- Cost per evaluation: 7 empty batches on the null driver once per evaluator; per candidate typically 4
+  batches (3 to 10) of one call per rotating set, each with one L2 flush, one poisoning of the outputs,
+  three digests of the outputs and one of the inputs; two or more checked batches compare every set's
+  outputs against its timing case. No memory beyond the rotating sets: timing cases are fresh seeds
+  (`ReferenceCache.timing_case`), one per set, kept only where the memory plan keeps references.
+`flush_and_sync_ms` measures, in this trusted process, the work around each event-timed call that the
+driver's claims leave out (for the sum check).
 """
 
 from __future__ import annotations
 
+import secrets
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from kernelblaster.harness.result import CandidateTiming, CheckResult
+from kernelblaster.harness.buffers import SharedSet
+from kernelblaster.harness.compare import POISON_BYTE
+from kernelblaster.harness.result import CandidateTiming, CheckResult, TrustedTiming
 from kernelblaster.harness.stats import TimingStats
 from kernelblaster.tools.driver_process import DriverSession
 
@@ -118,3 +170,232 @@ def _timed_calls(calls: list[Callable[[], Any]], flush: torch.Tensor, first: int
 
 def wall_seconds(since: float) -> float:
     return round(time.perf_counter() - since, 3)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The harness's own clock on batches of the candidate's calls
+# ---------------------------------------------------------------------------------------------------
+TRUSTED_MARGIN = 0.05  # the median may lie this share below the trusted per-call time (clock skew, boost)
+ROUND_TRIP_SAMPLES = 7
+MIN_BATCHES = 3
+MIN_CHECKED_BATCHES = 2
+MAX_BATCHES = 10
+EXTRA_BATCHES = 4  # run when the median looks forged, so noise alone never condemns
+DIGEST_REPEATS = 2
+DIGEST_CHUNK = 1 << 23  # 64-bit words per digest step: bounds its temporaries (3 x 64 MiB)
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """An empty batch's request-to-reply time on the harness's null candidate's driver: the fastest sample
+    is subtracted from every batch, the spread is the jitter a batch's wall may carry beyond it."""
+
+    min_ms: float
+    spread_ms: float
+
+    @classmethod
+    def of(cls, samples_ms: Sequence[float]) -> RoundTrip:
+        if not samples_ms:
+            raise ValueError("no round-trip samples")
+        return cls(min_ms=min(samples_ms), spread_ms=max(samples_ms) - min(samples_ms))
+
+
+def measure_round_trip(session: DriverSession, device: int, timeout_s: float,
+                       samples: int = ROUND_TRIP_SAMPLES) -> RoundTrip:
+    """Empty batches on `session` (the null candidate's driver), timed as `clocked_batch` times a batch."""
+    measured = []
+    for _ in range(samples):
+        torch.cuda.synchronize(device)
+        started = time.perf_counter()
+        session.batch([], timeout_s=timeout_s)
+        torch.cuda.synchronize(device)
+        measured.append((time.perf_counter() - started) * 1000)
+    return RoundTrip.of(measured)
+
+
+@dataclass(frozen=True)
+class BatchClock:
+    """One batch by this process's clock: from the request to the outputs' digest, and the digest's own time."""
+
+    calls: int
+    wall_ms: float
+    digest_ms: float
+
+    def per_call_ms(self, round_trip: RoundTrip) -> float:
+        return max(0.0, (self.wall_ms - self.digest_ms - round_trip.min_ms) / max(self.calls, 1))
+
+
+def digest(tensors: Sequence[torch.Tensor], salt: int) -> torch.Tensor:
+    """A position-dependent hash of the bytes of `tensors` (flat uint8 views), as a 0-d int64 tensor on their
+    device, enqueued without a synchronise. `salt` is this process's secret: the driver cannot compute it."""
+    if not tensors:
+        return torch.zeros((), dtype=torch.int64)
+    device = tensors[0].device
+    multiplier = (salt | 1) - (1 << 63) if (salt | 1) >= (1 << 63) else (salt | 1)
+    offset = ((salt >> 7) * 0x9E3779B97F4A7C15) & _MASK64
+    offset = offset - (1 << 64) if offset >= (1 << 63) else offset
+    total = torch.zeros((), dtype=torch.int64, device=device)
+    position = 0
+    for raw in tensors:
+        words = raw.numel() // 8
+        parts = [raw[: words * 8].view(torch.int64), raw[words * 8:].to(torch.int64)]
+        for part in parts:
+            for start in range(0, part.numel(), DIGEST_CHUNK):
+                piece = part[start:start + DIGEST_CHUNK]
+                index = torch.arange(position, position + piece.numel(), dtype=torch.int64, device=device)
+                total += ((piece ^ (index * multiplier + offset)) * multiplier).sum()
+                position += piece.numel()
+    return total
+
+
+def _output_bytes(sets: Sequence[SharedSet], order: Sequence[int]) -> list[torch.Tensor]:
+    return [buffer.raw for index in order for buffer in sets[index].outputs]
+
+
+def input_bytes(sets: Sequence[SharedSet]) -> list[torch.Tensor]:
+    """Every input and param of every set, as flat bytes (what must stay unchanged)."""
+    return [buffer.raw for shared in sets for buffer in shared.inputs + shared.params]
+
+
+def clocked_batch(session: DriverSession, sets: Sequence[SharedSet], order: list[int], flush: torch.Tensor,
+                  salt: int, timeout_s: float) -> tuple[BatchClock, int]:
+    """Poison the outputs and flush L2 (outside the clock), then one batch on `order`, clocked to the digest of
+    its outputs; returns the clock and the digest. A digest that changes when repeated is a forgery (work
+    still writing after the reply): `OutputsMoved`."""
+    device = flush.device
+    for index in order:
+        sets[index].poison_outputs(POISON_BYTE)
+    flush.fill_(secrets.randbelow(256))
+    torch.cuda.synchronize(device)
+    started = time.perf_counter()
+    session.batch(order, timeout_s=timeout_s)
+    snapshot = int(digest(_output_bytes(sets, order), salt).item())
+    wall_ms = (time.perf_counter() - started) * 1000
+    repeats = []
+    for _ in range(DIGEST_REPEATS):
+        again_started = time.perf_counter()
+        again = int(digest(_output_bytes(sets, order), salt).item())
+        repeats.append((time.perf_counter() - again_started) * 1000)
+        if again != snapshot:
+            raise OutputsMoved("the outputs of a batch still changed after the driver had answered it (work "
+                               "outside the calls, or a reply sent before the work was done)")
+    return BatchClock(calls=len(order), wall_ms=wall_ms, digest_ms=min(repeats)), snapshot
+
+
+class OutputsMoved(Exception):
+    """Outputs changed after the harness's clock stopped: the reply came before the work was done."""
+
+
+def forged_median(median_ms: float, trusted: TrustedTiming) -> str | None:
+    """Why an event median cannot be the calls' time, given the harness's own figure; None when it can."""
+    if median_ms >= trusted.per_call_ms - trusted.tolerance_ms:
+        return None
+    return (f"the driver's events give a median of {median_ms:.4f} ms per call, but the harness's own clock on "
+            f"{trusted.checked_batches} checked batches of {trusted.calls_per_batch} back-to-back calls gives at "
+            f"least {trusted.per_call_ms:.4f} ms per call (allowed {trusted.tolerance_ms:.4f} ms below it)")
+
+
+def trusted_timing(clocks: Sequence[BatchClock], checked: Sequence[bool], round_trip: RoundTrip) -> TrustedTiming:
+    """The lowest per-call time among checked batches, with its tolerance (5%, or the round trip's jitter per
+    call where larger)."""
+    counted = [clock for clock, was_checked in zip(clocks, checked, strict=True) if was_checked]
+    if not counted:
+        raise ValueError("no checked batch")
+    calls = counted[0].calls
+    per_call = min(clock.per_call_ms(round_trip) for clock in counted)
+    tolerance = max(TRUSTED_MARGIN * per_call, round_trip.spread_ms / max(calls, 1))
+    return TrustedTiming(per_call_ms=per_call, tolerance_ms=tolerance, round_trip_ms=round_trip.min_ms,
+                         batches=len(clocks), checked_batches=len(counted), calls_per_batch=calls)
+
+
+@dataclass
+class CheckSchedule:
+    """Whether to check a batch, drawn after it ran: at random (`draw`, secrets by default), but at least
+    `MIN_CHECKED_BATCHES` checked by the end, which comes after `MIN_BATCHES` and at most `MAX_BATCHES`."""
+
+    draw: Callable[[], bool] = field(default=lambda: secrets.randbelow(2) == 0)
+    ran: int = 0
+    checked: int = 0
+
+    def decide(self) -> bool:
+        """For the batch that just ran: check it?"""
+        self.ran += 1
+        remaining = MAX_BATCHES - self.ran
+        must = MIN_CHECKED_BATCHES - self.checked > remaining  # too few batches left to leave it to chance
+        check = must or self.draw()
+        self.checked += check
+        return check
+
+    @property
+    def done(self) -> bool:
+        return self.ran >= MAX_BATCHES or (self.ran >= MIN_BATCHES and self.checked >= MIN_CHECKED_BATCHES)
+
+
+@dataclass(frozen=True)
+class BatchChecks:
+    """What the harness checks after a batch, supplied by the evaluator: `outputs(set index)` a failed check of
+    that set's outputs or None; `inputs()` whether every set's inputs and params are still as filled."""
+
+    outputs: Callable[[int], CheckResult | None]
+    inputs: Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class TrustedOutcome:
+    """The trusted figure, or the check the candidate failed on a batch, or why its claims are forged."""
+
+    timing: TrustedTiming | None
+    failed: CheckResult | None = None
+    forged: str | None = None
+
+
+class TrustedBatches:
+    """Runs the batches, checks a random choice of them after the fact, and rules on the event median."""
+
+    def __init__(self, session: DriverSession, sets: Sequence[SharedSet], checks: BatchChecks,
+                 round_trip: RoundTrip, timeout_s: float, schedule: CheckSchedule | None = None) -> None:
+        self.session, self.sets, self.checks, self.round_trip = session, sets, checks, round_trip
+        self.timeout_s = timeout_s
+        self.schedule = schedule if schedule is not None else CheckSchedule()
+        self.salt = secrets.randbits(64)
+        self.clocks: list[BatchClock] = []
+        self.checked: list[bool] = []
+
+    def run(self, median_ms: float, flush: torch.Tensor) -> TrustedOutcome:
+        try:
+            while not self.schedule.done:
+                failed = self._one(flush)
+                if failed is not None:
+                    return TrustedOutcome(None, failed=failed)
+            timing = trusted_timing(self.clocks, self.checked, self.round_trip)
+            if forged_median(median_ms, timing) is not None:  # noise gets more chances to lower the figure
+                for _ in range(EXTRA_BATCHES):
+                    failed = self._one(flush, check=True)
+                    if failed is not None:
+                        return TrustedOutcome(None, failed=failed)
+                timing = trusted_timing(self.clocks, self.checked, self.round_trip)
+        except OutputsMoved as moved:
+            return TrustedOutcome(None, forged=str(moved))
+        return TrustedOutcome(timing, forged=forged_median(median_ms, timing))
+
+    def _one(self, flush: torch.Tensor, check: bool | None = None) -> CheckResult | None:
+        order = list(range(len(self.sets)))
+        secrets.SystemRandom().shuffle(order)
+        clock, snapshot = clocked_batch(self.session, self.sets, order, flush, self.salt, self.timeout_s)
+        if check is None:
+            check = self.schedule.decide()
+        self.clocks.append(clock)
+        self.checked.append(check)
+        if not self.checks.inputs():
+            return CheckResult(name="inputs_unchanged", passed=False,
+                               detail="kb_forward modified read-only arguments during the timed calls")
+        if not check:
+            return None
+        for index in order:
+            failed = self.checks.outputs(index)
+            if failed is not None:
+                return failed
+        if int(digest(_output_bytes(self.sets, order), self.salt).item()) != snapshot:
+            raise OutputsMoved("the outputs of a batch changed between the harness's clock and its check of them")
+        return None
