@@ -300,7 +300,8 @@ class CandidateEvaluator:
             with self._driver(null, sets, allowance=None) as session:
                 elapsed = [_timed_request_ms(session, len(sets), calls, self.options.timeout_s)
                            for calls in CALIBRATION_CALLS]
-                self._round_trip = measure_round_trip(session, self._require_gpu(), self.options.timeout_s)
+                self._round_trip = measure_round_trip(session, torch.device("cuda", self._require_gpu()),
+                                                      self.options.timeout_s)
             per_call = max((elapsed[1] - elapsed[0]) / (CALIBRATION_CALLS[1] - CALIBRATION_CALLS[0]),
                            flush_and_sync_ms(self._require_gpu()))
             self._calibrated_allowance = ClaimAllowance(per_call_ms=CLAIM_CALL_FACTOR * per_call

@@ -182,7 +182,7 @@ MIN_CHECKED_BATCHES = 2
 MAX_BATCHES = 10
 EXTRA_BATCHES = 4  # run when the median looks forged, so noise alone never condemns
 DIGEST_REPEATS = 2
-DIGEST_CHUNK = 1 << 23  # 64-bit words per digest step: bounds its temporaries (3 x 64 MiB)
+DIGEST_CHUNK = 1 << 21  # 64-bit words per digest step: its temporaries (16 MiB each) stay in L2
 _MASK64 = (1 << 64) - 1
 
 
@@ -201,15 +201,21 @@ class RoundTrip:
         return cls(min_ms=min(samples_ms), spread_ms=max(samples_ms) - min(samples_ms))
 
 
-def measure_round_trip(session: DriverSession, device: int, timeout_s: float,
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure_round_trip(session: DriverSession, device: torch.device, timeout_s: float,
                        samples: int = ROUND_TRIP_SAMPLES) -> RoundTrip:
-    """Empty batches on `session` (the null candidate's driver), timed as `clocked_batch` times a batch."""
+    """Empty batches on `session` (the null candidate's driver), timed as `clocked_batch` times a batch (its
+    digest of no outputs is a synchronise)."""
     measured = []
     for _ in range(samples):
-        torch.cuda.synchronize(device)
+        _synchronize(device)
         started = time.perf_counter()
         session.batch([], timeout_s=timeout_s)
-        torch.cuda.synchronize(device)
+        _synchronize(device)
         measured.append((time.perf_counter() - started) * 1000)
     return RoundTrip.of(measured)
 
@@ -226,25 +232,33 @@ class BatchClock:
         return max(0.0, (self.wall_ms - self.digest_ms - round_trip.min_ms) / max(self.calls, 1))
 
 
+def _signed(value: int) -> int:
+    value &= _MASK64
+    return value - (1 << 64) if value >= (1 << 63) else value
+
+
 def digest(tensors: Sequence[torch.Tensor], salt: int) -> torch.Tensor:
     """A position-dependent hash of the bytes of `tensors` (flat uint8 views), as a 0-d int64 tensor on their
-    device, enqueued without a synchronise. `salt` is this process's secret: the driver cannot compute it."""
+    device, enqueued without a synchronise: each 64-bit word, keyed by its place and `salt` (this process's
+    secret, which the driver never sees), goes through a splitmix-style mix, and the mixes are summed."""
     if not tensors:
         return torch.zeros((), dtype=torch.int64)
     device = tensors[0].device
-    multiplier = (salt | 1) - (1 << 63) if (salt | 1) >= (1 << 63) else (salt | 1)
-    offset = ((salt >> 7) * 0x9E3779B97F4A7C15) & _MASK64
-    offset = offset - (1 << 64) if offset >= (1 << 63) else offset
+    key, step = _signed(salt), _signed(0x9E3779B97F4A7C15)
+    first, second = _signed(0xBF58476D1CE4E5B9), _signed(0x94D049BB133111EB)
     total = torch.zeros((), dtype=torch.int64, device=device)
     position = 0
     for raw in tensors:
         words = raw.numel() // 8
-        parts = [raw[: words * 8].view(torch.int64), raw[words * 8:].to(torch.int64)]
-        for part in parts:
+        for part in (raw[: words * 8].view(torch.int64), raw[words * 8:].to(torch.int64)):
             for start in range(0, part.numel(), DIGEST_CHUNK):
                 piece = part[start:start + DIGEST_CHUNK]
-                index = torch.arange(position, position + piece.numel(), dtype=torch.int64, device=device)
-                total += ((piece ^ (index * multiplier + offset)) * multiplier).sum()
+                mixed = torch.arange(position, position + piece.numel(), dtype=torch.int64, device=device)
+                mixed.mul_(step).add_(key).add_(piece)
+                mixed.bitwise_xor_(mixed >> 31).mul_(first)
+                mixed.bitwise_xor_(mixed >> 29).mul_(second)
+                mixed.bitwise_xor_(mixed >> 32)
+                total += mixed.sum()
                 position += piece.numel()
     return total
 
@@ -267,7 +281,7 @@ def clocked_batch(session: DriverSession, sets: Sequence[SharedSet], order: list
     for index in order:
         sets[index].poison_outputs(POISON_BYTE)
     flush.fill_(secrets.randbelow(256))
-    torch.cuda.synchronize(device)
+    _synchronize(device)
     started = time.perf_counter()
     session.batch(order, timeout_s=timeout_s)
     snapshot = int(digest(_output_bytes(sets, order), salt).item())
