@@ -20,7 +20,6 @@ import contextlib
 import gc
 import hashlib
 import os
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -60,11 +59,10 @@ from kernelblaster.harness.sanitize_run import SanitizedCall, require_sanitizer,
 from kernelblaster.harness.timing import (
     BatchChecks,
     RoundTrip,
+    TimedInputs,
     TrustedBatches,
-    digest,
     flush_and_sync_ms,
     flush_bytes,
-    input_bytes,
     measure_round_trip,
     stream_escape_check,
     time_candidate,
@@ -386,17 +384,15 @@ class CandidateEvaluator:
         """The event timing (the score), then the trusted batches that bound it and check the timed calls
         (harness/timing.py); a median the harness's clock contradicts is `forged_result`."""
         _fill_with_timing_cases(self.references, sets)
-        salt = secrets.randbits(64)
-        inputs = input_bytes(sets)
-        filled = int(digest(inputs, salt).item())
         timing = time_candidate(session, list(range(len(sets))), self.options.timeout_s)
         escape = stream_escape_check(timing)
         if not escape.passed:
             return Measurement(timing, [escape])
         assert self._round_trip is not None, "the null candidate's calibration comes first"
         context = self._verification_context()
+        inputs = TimedInputs(sets)
         checks = BatchChecks(outputs=lambda index: timed_set_failure(index, sets[index], context),
-                             inputs=lambda: int(digest(inputs, salt).item()) == filled)
+                             inputs=inputs.unchanged, prepare=inputs.change)
         flush = torch.empty(flush_bytes(self._require_gpu()), dtype=torch.uint8, device=f"cuda:{self.gpu}")
         outcome = TrustedBatches(session, sets, checks, self._round_trip, self.options.timeout_s).run(
             timing.event.median_ms, flush)

@@ -137,6 +137,16 @@ class ReferenceCache:
         seed = _TIMING_SEED_BASE + index
         return self._case(f"timing case {index}", lambda: self._relabelled(seed, f"timing case {index}"))
 
+    def timing_reference(self, index: int, tensor_args: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The outputs timing case `index` must give on `tensor_args` (its set's contents now: the timing changes
+        them between batches), in strict fp32, computed now and never kept. The forward runs on copies, so a
+        problem that writes its inputs cannot change the set."""
+        instance = instantiate(self.problem, _TIMING_SEED_BASE + index, f"cuda:{self.gpu}")
+        given = iter(tensor_args)
+        instance.args = [next(given).clone() if isinstance(a, torch.Tensor) else a for a in instance.args]
+        with torch_precision("strict"):
+            return instance.reference()
+
     def _relabelled(self, seed: int, label: str) -> ReferenceCase:
         case = self._compute(seed, None)
         case.label = label

@@ -346,13 +346,49 @@ class CheckSchedule:
         return self.ran >= MAX_BATCHES or (self.ran >= MIN_BATCHES and self.checked >= MIN_CHECKED_BATCHES)
 
 
+PERTURBED_PER_INPUT = 4
+
+
+class TimedInputs:
+    """The timing sets' inputs, changed before every batch at a few secret random places of every floating-point
+    input (halved: exact, sign and zeros kept, so structured inputs such as triangular ones stay so), and
+    digested then, so after the batch `unchanged` tells whether the calls wrote them. A cache keyed on input
+    pointers or on sampled input values returns stale outputs, which the checked batches see."""
+
+    def __init__(self, sets: Sequence[SharedSet]) -> None:
+        """Digests the sets as they are now (as filled, before any timed call)."""
+        self.sets = sets
+        self.salt = secrets.randbits(64)
+        self.expected = int(digest(input_bytes(self.sets), self.salt).item())
+
+    def change(self) -> None:
+        for shared in self.sets:
+            for buffer in shared.inputs:
+                tensor = buffer.tensor
+                if tensor.dtype.is_floating_point and tensor.numel():
+                    halve_at_random_places(tensor, PERTURBED_PER_INPUT)
+        self.expected = int(digest(input_bytes(self.sets), self.salt).item())
+
+    def unchanged(self) -> bool:
+        return int(digest(input_bytes(self.sets), self.salt).item()) == self.expected
+
+
+def halve_at_random_places(tensor: torch.Tensor, count: int) -> None:
+    flat = tensor.view(-1)
+    generator = torch.Generator().manual_seed(secrets.randbits(63))
+    positions = torch.randint(flat.numel(), (count,), generator=generator).to(flat.device)
+    flat[positions] = flat[positions] * 0.5
+
+
 @dataclass(frozen=True)
 class BatchChecks:
-    """What the harness checks after a batch, supplied by the evaluator: `outputs(set index)` a failed check of
-    that set's outputs or None; `inputs()` whether every set's inputs and params are still as filled."""
+    """What the harness does around a batch, supplied by the evaluator: `prepare()` before it (outside the
+    clock: change the inputs); `outputs(set index)` a failed check of that set's outputs or None; `inputs()`
+    whether every set's inputs and params are still as prepared."""
 
     outputs: Callable[[int], CheckResult | None]
     inputs: Callable[[], bool]
+    prepare: Callable[[], None] = lambda: None
 
 
 @dataclass(frozen=True)
@@ -396,14 +432,16 @@ class TrustedBatches:
     def _one(self, flush: torch.Tensor, check: bool | None = None) -> CheckResult | None:
         order = list(range(len(self.sets)))
         secrets.SystemRandom().shuffle(order)
+        if not self.clocks and not self.checks.inputs():  # the event-timed calls ran on them before
+            return _inputs_changed()
+        self.checks.prepare()
         clock, snapshot = clocked_batch(self.session, self.sets, order, flush, self.salt, self.timeout_s)
         if check is None:
             check = self.schedule.decide()
         self.clocks.append(clock)
         self.checked.append(check)
         if not self.checks.inputs():
-            return CheckResult(name="inputs_unchanged", passed=False,
-                               detail="kb_forward modified read-only arguments during the timed calls")
+            return _inputs_changed()
         if not check:
             return None
         for index in order:
@@ -413,3 +451,8 @@ class TrustedBatches:
         if int(digest(_output_bytes(self.sets, order), self.salt).item()) != snapshot:
             raise OutputsMoved("the outputs of a batch changed between the harness's clock and its check of them")
         return None
+
+
+def _inputs_changed() -> CheckResult:
+    return CheckResult(name="inputs_unchanged", passed=False,
+                       detail="kb_forward modified read-only arguments (inputs or params) during the timed calls")

@@ -96,17 +96,18 @@ def verify_candidate(session: DriverSession, shared: SharedSet, context: Verific
 
 
 def timed_set_failure(index: int, shared: SharedSet, context: VerificationContext) -> CheckResult | None:
-    """The outputs set `index` holds after a timed batch (poisoned before it) against its timing case, as the
-    check `timed_outputs`; None when complete and correct. A per-case reference is released on return."""
-    case = context.references.timing_case(index)
-    label = f"timed call on set {index} ({case.label})"
+    """The outputs set `index` holds after a timed batch (poisoned before it) against the reference on the
+    inputs it holds (its timing case, changed at random places before each batch), as the check
+    `timed_outputs`; None when complete and correct. The reference is released on return."""
+    expected = context.references.timing_reference(index, [b.tensor for b in shared.inputs])
+    label = f"timed call on set {index} (timing case {index}, changed at random places)"
     for buffer in shared.outputs:
         missing = unwritten_elements(buffer.tensor, context.chunk)
         if missing:
             return CheckResult(name="timed_outputs", passed=False,
                                detail=f"{label}: {missing} of {buffer.tensor.numel()} elements of output "
                                f"'{buffer.spec.name}' never written (still the poison pattern)")
-    check = context.compare([b.tensor for b in shared.outputs], case.outputs, [b.spec.name for b in shared.outputs],
+    check = context.compare([b.tensor for b in shared.outputs], expected, [b.spec.name for b in shared.outputs],
                             "timed_outputs", label)
     return None if check.passed else check
 

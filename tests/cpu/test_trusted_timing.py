@@ -22,6 +22,7 @@ from kernelblaster.harness.timing import (
     BatchClock,
     CheckSchedule,
     RoundTrip,
+    TimedInputs,
     TrustedBatches,
     digest,
     forged_median,
@@ -154,8 +155,8 @@ def fake_session(batch_ms: float, **env: str) -> DriverSession:
 class Recorder:
     """The evaluator's checks, recording what the loop asked for; `write` fills an output as a kernel would."""
 
-    def __init__(self, sets: list[SharedSet], failing_set: int | None = None, inputs_ok: bool = True) -> None:
-        self.sets, self.failing_set, self.inputs_ok = sets, failing_set, inputs_ok
+    def __init__(self, sets: list[SharedSet], failing_set: int | None = None, inputs_ok: tuple[bool, ...] = ()) -> None:
+        self.sets, self.failing_set, self.inputs_ok = sets, failing_set, list(inputs_ok)  # then always True
         self.checked: list[int] = []
         self.inputs_checked = 0
 
@@ -167,7 +168,7 @@ class Recorder:
 
     def inputs(self) -> bool:
         self.inputs_checked += 1
-        return self.inputs_ok
+        return self.inputs_ok.pop(0) if self.inputs_ok else True
 
     def checks(self) -> BatchChecks:
         return BatchChecks(outputs=self.outputs, inputs=self.inputs)
@@ -202,7 +203,7 @@ def test_every_set_is_checked_in_every_checked_batch() -> None:
 def test_inputs_are_checked_after_every_batch_checked_or_not() -> None:
     recorder = Recorder([cpu_set(1.0)])
     run_batches(batch_ms=1.0, median_ms=5.0, recorder=recorder, draw=False)
-    assert recorder.inputs_checked == MAX_BATCHES
+    assert recorder.inputs_checked == MAX_BATCHES + 1  # and once before the first, after the event timing
 
 
 def test_outputs_wrong_in_a_checked_batch_fail_the_timed_outputs_check() -> None:
@@ -212,8 +213,44 @@ def test_outputs_wrong_in_a_checked_batch_fail_the_timed_outputs_check() -> None
 
 
 def test_inputs_changed_during_a_batch_fail_inputs_unchanged() -> None:
-    outcome = run_batches(batch_ms=1.0, median_ms=5.0, recorder=Recorder([cpu_set(1.0)], inputs_ok=False))
+    recorder = Recorder([cpu_set(1.0)], inputs_ok=(True, False))  # as filled; then written by a batch
+    outcome = run_batches(batch_ms=1.0, median_ms=5.0, recorder=recorder)
     assert outcome.failed is not None and outcome.failed.name == "inputs_unchanged"  # type: ignore[attr-defined]
+    assert recorder.inputs_checked == 2
+
+
+def test_inputs_changed_by_the_event_timed_calls_fail_before_the_first_batch() -> None:
+    recorder = Recorder([cpu_set(1.0)], inputs_ok=(False,))
+    outcome = run_batches(batch_ms=1.0, median_ms=5.0, recorder=recorder)
+    assert outcome.failed is not None and outcome.failed.name == "inputs_unchanged"  # type: ignore[attr-defined]
+    assert recorder.checked == []
+
+
+def test_timed_inputs_change_a_few_places_of_each_float_input_and_keep_zeros() -> None:
+    shared = cpu_set(1.0)
+    shared.inputs[0].tensor[::2] = 0.0
+    before = shared.inputs[0].tensor.clone()
+    TimedInputs([shared]).change()
+    after = shared.inputs[0].tensor
+    changed = after != before
+    assert 1 <= int(changed.sum()) <= 4 and bool((after[changed] == 0.5).all())
+    assert bool((after[::2] == 0.0).all())
+
+
+def test_timed_inputs_see_a_write_after_their_change() -> None:
+    shared = cpu_set(1.0)
+    inputs = TimedInputs([shared])
+    inputs.change()
+    assert inputs.unchanged()
+    shared.inputs[0].tensor[3] = 7.0
+    assert not inputs.unchanged()
+
+
+def test_timed_inputs_see_a_write_before_their_first_change() -> None:
+    shared = cpu_set(1.0)
+    inputs = TimedInputs([shared])
+    shared.inputs[0].tensor[3] = 7.0
+    assert not inputs.unchanged()
 
 
 def test_outputs_that_change_after_the_clock_stopped_are_forged() -> None:
@@ -233,7 +270,10 @@ def test_outputs_are_poisoned_before_every_batch() -> None:
     seen: list[bool] = []
 
     class PoisonWatcher(Recorder):
-        def inputs(self) -> bool:  # after every batch; unchecked ones are not digested again
+        def inputs(self) -> bool:  # after every batch (and once before the first); unchecked ones are not digested
+            self.inputs_checked += 1
+            if self.inputs_checked == 1:
+                return True
             raw = sets[0].outputs[0].raw
             seen.append(bool((raw == POISON_BYTE).all()))
             raw.zero_()  # as a kernel's result would be: the next batch must poison again
