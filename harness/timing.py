@@ -18,19 +18,21 @@ than 5% (or the measured timing noise, where larger) below the GPU time its call
 figure comes with a bound measured here. How (`TrustedBatches`):
 - Batches. After the event timing, the candidate runs batches: one call per rotating set, in a random
   order, back to back on its stream with no synchronisation between them, then one device-wide synchronise
-  and the reply (the driver's `batch` request). Before each batch this process poisons every set's outputs
-  (each set has its own), flushes L2 with its own buffer and synchronises its device, all outside the
-  clock. The clock runs from sending the request to the moment a digest of every output of the batch,
-  computed here after the reply, is complete (`BatchClock`): a reply sent before the work was done (a
-  forged or early reply) does not stop the clock at less than the work, because the digest is compared
-  with the outputs as they are later checked; outputs that changed after the digest are `forged_result`.
-- What is subtracted is measured here only: the digest's own time (twice more, after the clock, the
-  faster kept) and the round trip of an empty batch on the harness's own null candidate's driver (the
+  and the reply (the driver's `batch` request). Before each batch this process changes every set's inputs
+  at a few secret random places (`TimedInputs`), poisons every set's outputs (each set has its own),
+  flushes L2 with its own buffer and synchronises its device, all outside the clock. The clock runs from
+  sending the request to the moment a snapshot of the batch's outputs, read here after the reply at
+  secret random places (`OutputSnapshot`), is complete (`BatchClock`). A reply sent before the work was
+  done (forged, or early) cannot stop the clock at less than the work: the snapshot is taken again twice
+  at once and after the outputs are checked, and outputs that changed after it are `forged_result`.
+- What is subtracted is measured here only: the snapshot's own time (taken twice more after the clock,
+  the faster kept) and the round trip of an empty batch on the harness's own null candidate's driver (the
   fastest of several, `RoundTrip`), a process with no candidate code, so the candidate cannot inflate it.
-  Per-call trusted time = (wall - digest - round trip) / calls. Noise only ever adds to a batch's wall.
+  Per-call trusted time = (wall - snapshot - round trip) / calls. Noise only ever adds to a batch's wall.
 - Checks it cannot predict. After each batch, and only then, the harness draws (secrets) whether to check
-  it: every output of every call against that set's reference, and the inputs and params of every set
-  against their digests taken when the sets were filled (inputs are checked after every batch). Only
+  it: every output of every call against the reference on that set's inputs as changed (computed then),
+  and, after every batch, the inputs and params of every set against a digest taken when they were last
+  changed (and once before the first batch, after the event-timed calls). Only
   checked batches give the trusted figure (the lowest of them); at least two are checked, and batches run
   until they are. A candidate that skips work in some batches gains only where the batch goes unchecked,
   and an unchecked batch's time is never used. Every set is in every batch, so every set is checked.
@@ -46,15 +48,20 @@ figure comes with a bound measured here. How (`TrustedBatches`):
 - What it guarantees, and what not. The median cannot be forged lower than 95% of what the GPU spends on
   the candidate's checked, back-to-back calls (less the round trip's jitter per call, which for calls
   much shorter than a round trip's jitter, tens of microseconds, over the sets per batch, is the bound);
-  the launch gap and workspace warmth a batch hides are the forger's only other room. A candidate that
-  hashes its whole input and replays a stored output for inputs it has seen is not caught when the
-  timing cases fit its store: it pays a full read of its inputs per call, which bounds its gain on
-  memory-bound problems.
+  the launch gap and workspace warmth a batch hides are the forger's only other room, and work still
+  writing after the reply escapes the snapshot only if it writes a tiny share of the outputs (8192
+  random bytes of each are read). Inputs changed at random places make a cache keyed on pointers or on
+  sampled values return stale outputs, which checked batches see; one keyed on the whole input misses in
+  every batch (batch inputs never repeat), so hits in the event-timed calls only pull the median below the
+  trusted figure. Not covered: a problem with no floating-point input (nothing is changed, so a cache can
+  serve its batches), and a candidate that behaves identically everywhere but is simply fast.
 - Cost per evaluation: 7 empty batches on the null driver once per evaluator; per candidate typically 4
-  batches (3 to 10) of one call per rotating set, each with one L2 flush, one poisoning of the outputs,
-  three digests of the outputs and one of the inputs; two or more checked batches compare every set's
-  outputs against its timing case. No memory beyond the rotating sets: timing cases are fresh seeds
-  (`ReferenceCache.timing_case`), one per set, kept only where the memory plan keeps references.
+  batches (3 to 10, 4 more when the median looks forged) of one call per rotating set, each with a change
+  of a few input elements, one L2 flush, one poisoning of the outputs, three snapshots (a few kernels
+  each) and one digest of every input; each checked batch (at least two) computes one reference forward
+  per set on its inputs and compares every output. Memory: the rotating sets, plus one forward's
+  temporaries at a time; timing cases are fresh seeds (`ReferenceCache.timing_case`), one per set, kept
+  only where the memory plan keeps references.
 `flush_and_sync_ms` measures, in this trusted process, the work around each event-timed call that the
 driver's claims leave out (for the sum check).
 """
@@ -272,29 +279,50 @@ def input_bytes(sets: Sequence[SharedSet]) -> list[torch.Tensor]:
     return [buffer.raw for shared in sets for buffer in shared.inputs + shared.params]
 
 
+SNAPSHOT_SAMPLES = 8192  # bytes of each output read at secret random places when the clock stops
+
+
+class OutputSnapshot:
+    """The outputs of a batch read at secret random byte places (all bytes of a small output): cheap and of fixed
+    cost, so the clock carries little of it. Work still writing the outputs after the snapshot changes some of
+    those places unless it writes almost none of the outputs: `take` then gives another value."""
+
+    def __init__(self, outputs: Sequence[torch.Tensor], salt: int) -> None:
+        self.outputs, self.salt = list(outputs), salt
+        generator = torch.Generator().manual_seed(secrets.randbits(63))
+        self.picks = [torch.arange(raw.numel()) if raw.numel() <= SNAPSHOT_SAMPLES
+                      else torch.randint(raw.numel(), (SNAPSHOT_SAMPLES,), generator=generator) for raw in outputs]
+        self.picks = [pick.to(raw.device) for pick, raw in zip(self.picks, self.outputs, strict=True)]
+
+    def take(self) -> int:
+        """The snapshot's value now (synchronises)."""
+        return int(digest([raw[pick] for raw, pick in zip(self.outputs, self.picks, strict=True)], self.salt).item())
+
+
 def clocked_batch(session: DriverSession, sets: Sequence[SharedSet], order: list[int], flush: torch.Tensor,
-                  salt: int, timeout_s: float) -> tuple[BatchClock, int]:
-    """Poison the outputs and flush L2 (outside the clock), then one batch on `order`, clocked to the digest of
-    its outputs; returns the clock and the digest. A digest that changes when repeated is a forgery (work
-    still writing after the reply): `OutputsMoved`."""
+                  salt: int, timeout_s: float) -> tuple[BatchClock, OutputSnapshot, int]:
+    """Poison the outputs and flush L2 (outside the clock), then one batch on `order`, clocked to a snapshot of
+    its outputs; returns the clock, the snapshot and its value. A snapshot that changes when taken again is a
+    forgery (work still writing after the reply): `OutputsMoved`."""
     device = flush.device
     for index in order:
         sets[index].poison_outputs(POISON_BYTE)
+    snapshot = OutputSnapshot(_output_bytes(sets, order), salt)
     flush.fill_(secrets.randbelow(256))
     _synchronize(device)
     started = time.perf_counter()
     session.batch(order, timeout_s=timeout_s)
-    snapshot = int(digest(_output_bytes(sets, order), salt).item())
+    value = snapshot.take()
     wall_ms = (time.perf_counter() - started) * 1000
     repeats = []
     for _ in range(DIGEST_REPEATS):
         again_started = time.perf_counter()
-        again = int(digest(_output_bytes(sets, order), salt).item())
+        again = snapshot.take()
         repeats.append((time.perf_counter() - again_started) * 1000)
-        if again != snapshot:
+        if again != value:
             raise OutputsMoved("the outputs of a batch still changed after the driver had answered it (work "
                                "outside the calls, or a reply sent before the work was done)")
-    return BatchClock(calls=len(order), wall_ms=wall_ms, digest_ms=min(repeats)), snapshot
+    return BatchClock(calls=len(order), wall_ms=wall_ms, digest_ms=min(repeats)), snapshot, value
 
 
 class OutputsMoved(Exception):
@@ -435,7 +463,7 @@ class TrustedBatches:
         if not self.clocks and not self.checks.inputs():  # the event-timed calls ran on them before
             return _inputs_changed()
         self.checks.prepare()
-        clock, snapshot = clocked_batch(self.session, self.sets, order, flush, self.salt, self.timeout_s)
+        clock, snapshot, value = clocked_batch(self.session, self.sets, order, flush, self.salt, self.timeout_s)
         if check is None:
             check = self.schedule.decide()
         self.clocks.append(clock)
@@ -448,7 +476,7 @@ class TrustedBatches:
             failed = self.checks.outputs(index)
             if failed is not None:
                 return failed
-        if int(digest(_output_bytes(self.sets, order), self.salt).item()) != snapshot:
+        if snapshot.take() != value:
             raise OutputsMoved("the outputs of a batch changed between the harness's clock and its check of them")
         return None
 

@@ -18,9 +18,11 @@ from kernelblaster.harness.timing import (
     MAX_BATCHES,
     MIN_BATCHES,
     MIN_CHECKED_BATCHES,
+    SNAPSHOT_SAMPLES,
     BatchChecks,
     BatchClock,
     CheckSchedule,
+    OutputSnapshot,
     RoundTrip,
     TimedInputs,
     TrustedBatches,
@@ -294,3 +296,24 @@ def test_the_round_trip_is_measured_on_empty_batches(tmp_path: Path) -> None:
         round_trip = measure_round_trip(session, torch.device("cpu"), timeout_s=10, samples=3)
     assert round_trip.min_ms > 0
     assert log.read_text().count('"sets": []') == 3
+
+
+def test_a_snapshot_of_a_small_output_reads_every_byte() -> None:
+    output = torch.zeros(SNAPSHOT_SAMPLES // 2, dtype=torch.uint8)
+    snapshot = OutputSnapshot([output], salt=5)
+    before = snapshot.take()
+    output[1234] = 1
+    assert snapshot.take() != before
+
+
+def test_a_snapshot_sees_work_still_writing_a_share_of_a_large_output() -> None:
+    output = torch.zeros(64 << 20, dtype=torch.uint8)
+    snapshot = OutputSnapshot([output], salt=5)
+    before = snapshot.take()
+    output[-(1 << 20):] = 7  # the last 1/64 of the output lands after the snapshot
+    assert snapshot.take() != before
+
+
+def test_a_snapshot_is_stable_while_the_outputs_are() -> None:
+    snapshot = OutputSnapshot([torch.arange(1 << 20, dtype=torch.int64).view(torch.uint8)], salt=5)
+    assert snapshot.take() == snapshot.take()
