@@ -142,8 +142,11 @@ class ReferenceCache:
         them between batches), in strict fp32, computed now and never kept. The forward runs on copies, so a
         problem that writes its inputs cannot change the set."""
         instance = instantiate(self.problem, _TIMING_SEED_BASE + index, f"cuda:{self.gpu}")
+        slots: list[Any] = [None if isinstance(a, torch.Tensor) else a for a in instance.args]
+        is_tensor = [isinstance(a, torch.Tensor) for a in instance.args]
+        instance.args = []  # the instance's own inputs go before the copies come: one set of inputs at a time
         given = iter(tensor_args)
-        instance.args = [next(given).clone() if isinstance(a, torch.Tensor) else a for a in instance.args]
+        instance.args = [next(given).clone() if tensor else slot for slot, tensor in zip(slots, is_tensor, strict=True)]
         with torch_precision("strict"):
             return instance.reference()
 
