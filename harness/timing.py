@@ -23,10 +23,10 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   flushes L2 with its own buffer and synchronises its device, all outside the clock. The clock runs from
   sending the request to the moment a snapshot of the batch's outputs, read here after the reply at
   secret random places (`OutputSnapshot`), is complete (`BatchClock`). A reply sent before the work was
-  done (forged, or early) cannot stop the clock at less than the work: the snapshot is taken again twice
-  at once and after the outputs are checked, and outputs that changed after it are `forged_result`.
-- What is subtracted is measured here only: the snapshot's own time (taken twice more after the clock,
-  the faster kept) and the round trip of an empty batch on the harness's own null candidate's driver (the
+  done (forged, or early) cannot stop the clock at less than the work: the snapshot is taken again three
+  times at once and after the outputs are checked, and outputs that changed after it are `forged_result`.
+- What is subtracted is measured here only: the snapshot's own time (taken three more times after the
+  clock, the fastest kept) and the round trip of an empty batch on the harness's own null candidate's driver (the
   fastest of several, `RoundTrip`), a process with no candidate code, so the candidate cannot inflate it.
   Per-call trusted time = (wall - snapshot - round trip) / calls. Noise only ever adds to a batch's wall.
 - Checks it cannot predict. After each batch, and only then, the harness draws (secrets) whether to check
@@ -36,8 +36,8 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   checked batches give the trusted figure (the lowest of them); at least two are checked, and batches run
   until they are. A candidate that skips work in some batches gains only where the batch goes unchecked,
   and an unchecked batch's time is never used. Every set is in every batch, so every set is checked.
-- The decision. An event median more than max(5% of the trusted figure, the round trip's jitter per call)
-  below the trusted figure is `forged_result` (after more batches have had the chance to lower the
+- The decision. An event median more than max(5% of the trusted figure, the measured jitter per call: the
+  round trip's spread and the snapshot repeats') below the trusted figure is `forged_result` (after more batches have had the chance to lower the
   trusted figure): the events then cannot be the calls' time. The score stays the event median otherwise
   (the baselines' method); it is never replaced by the trusted figure, which measures back-to-back calls.
 - Why an honest kernel passes. The batch hides the launch latency between calls and keeps the candidate's
@@ -57,8 +57,8 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   serve its batches), and a candidate that behaves identically everywhere but is simply fast.
 - Cost per evaluation: 7 empty batches on the null driver once per evaluator; per candidate typically 4
   batches (3 to 10, 4 more when the median looks forged) of one call per rotating set, each with a change
-  of a few input elements, one L2 flush, one poisoning of the outputs, three snapshots (a few kernels
-  each) and one digest of every input; each checked batch (at least two) computes one reference forward
+  of a few input elements, one L2 flush, one poisoning of the outputs, four snapshots (about a dozen
+  kernels each) and one digest of every input; each checked batch (at least two) computes one reference forward
   per set on its inputs and compares every output. Memory: the rotating sets, plus one forward's
   temporaries at a time; timing cases are fresh seeds (`ReferenceCache.timing_case`), one per set, kept
   only where the memory plan keeps references.
@@ -188,7 +188,7 @@ MIN_BATCHES = 3
 MIN_CHECKED_BATCHES = 2
 MAX_BATCHES = 10
 EXTRA_BATCHES = 4  # run when the median looks forged, so noise alone never condemns
-DIGEST_REPEATS = 2
+DIGEST_REPEATS = 3
 DIGEST_CHUNK = 1 << 21  # 64-bit words per digest step: its temporaries (16 MiB each) stay in L2
 _MASK64 = (1 << 64) - 1
 
@@ -233,7 +233,8 @@ class BatchClock:
 
     calls: int
     wall_ms: float
-    digest_ms: float
+    digest_ms: float  # the snapshot's own time: the fastest of its repeats after the clock
+    digest_spread_ms: float = 0.0  # how much its repeats differed: jitter the clocked snapshot may carry
 
     def per_call_ms(self, round_trip: RoundTrip) -> float:
         return max(0.0, (self.wall_ms - self.digest_ms - round_trip.min_ms) / max(self.calls, 1))
@@ -296,7 +297,8 @@ class OutputSnapshot:
 
     def take(self) -> int:
         """The snapshot's value now (synchronises)."""
-        return int(digest([raw[pick] for raw, pick in zip(self.outputs, self.picks, strict=True)], self.salt).item())
+        gathered = torch.cat([raw[pick] for raw, pick in zip(self.outputs, self.picks, strict=True)])
+        return int(digest([gathered], self.salt).item())  # one digest of everything gathered: few launches
 
 
 def clocked_batch(session: DriverSession, sets: Sequence[SharedSet], order: list[int], flush: torch.Tensor,
@@ -322,7 +324,9 @@ def clocked_batch(session: DriverSession, sets: Sequence[SharedSet], order: list
         if again != value:
             raise OutputsMoved("the outputs of a batch still changed after the driver had answered it (work "
                                "outside the calls, or a reply sent before the work was done)")
-    return BatchClock(calls=len(order), wall_ms=wall_ms, digest_ms=min(repeats)), snapshot, value
+    clock = BatchClock(calls=len(order), wall_ms=wall_ms, digest_ms=min(repeats),
+                       digest_spread_ms=max(repeats) - min(repeats))
+    return clock, snapshot, value
 
 
 class OutputsMoved(Exception):
@@ -339,14 +343,15 @@ def forged_median(median_ms: float, trusted: TrustedTiming) -> str | None:
 
 
 def trusted_timing(clocks: Sequence[BatchClock], checked: Sequence[bool], round_trip: RoundTrip) -> TrustedTiming:
-    """The lowest per-call time among checked batches, with its tolerance (5%, or the round trip's jitter per
-    call where larger)."""
+    """The lowest per-call time among checked batches, with its tolerance: 5%, or where larger the measured
+    jitter per call (the round trip's spread and the largest spread of a batch's snapshot repeats)."""
     counted = [clock for clock, was_checked in zip(clocks, checked, strict=True) if was_checked]
     if not counted:
         raise ValueError("no checked batch")
     calls = counted[0].calls
     per_call = min(clock.per_call_ms(round_trip) for clock in counted)
-    tolerance = max(TRUSTED_MARGIN * per_call, round_trip.spread_ms / max(calls, 1))
+    jitter = round_trip.spread_ms + max(clock.digest_spread_ms for clock in counted)
+    tolerance = max(TRUSTED_MARGIN * per_call, jitter / max(calls, 1))
     return TrustedTiming(per_call_ms=per_call, tolerance_ms=tolerance, round_trip_ms=round_trip.min_ms,
                          batches=len(clocks), checked_batches=len(counted), calls_per_batch=calls)
 

@@ -73,6 +73,12 @@ def test_the_tolerance_is_the_round_trip_jitter_per_call_where_that_is_larger() 
     assert figure.tolerance_ms == pytest.approx(0.05)
 
 
+def test_the_tolerance_covers_the_jitter_of_the_snapshot_repeats() -> None:
+    clocks = [BatchClock(4, 8.2, 0.0, digest_spread_ms=0.4), BatchClock(4, 9.2, 0.0, digest_spread_ms=0.8)]
+    figure = trusted_timing(clocks, [True, True], RoundTrip(min_ms=0.2, spread_ms=0.0))
+    assert figure.tolerance_ms == pytest.approx(0.8 / 4)
+
+
 def test_a_figure_needs_a_checked_batch() -> None:
     with pytest.raises(ValueError):
         trusted_timing([BatchClock(4, 1.0, 0.0)], [False], QUIET)
