@@ -37,9 +37,10 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   until they are. A candidate that skips work in some batches gains only where the batch goes unchecked,
   and an unchecked batch's time is never used. Every set is in every batch, so every set is checked.
 - The decision. An event median more than max(5% of the trusted figure, the measured jitter per call: the
-  round trip's spread and the snapshot repeats') below the trusted figure is `forged_result` (after more batches have had the chance to lower the
-  trusted figure): the events then cannot be the calls' time. The score stays the event median otherwise
-  (the baselines' method); it is never replaced by the trusted figure, which measures back-to-back calls.
+  round trip's spread and the snapshot repeats') below the trusted figure is `forged_result` (after more
+  batches have had the chance to lower the trusted figure): the events then cannot be the calls' time.
+  The score stays the event median otherwise (the baselines' method); it is never replaced by the
+  trusted figure, which measures back-to-back calls.
 - Why an honest kernel passes. The batch hides the launch latency between calls and keeps the candidate's
   own workspace warm in L2, and every call's inputs and outputs are cold (flushed before the batch and
   touched once in it), so the batch's per-call time is at most the flushed event time, up to noise.
