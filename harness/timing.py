@@ -216,14 +216,13 @@ def _synchronize(device: torch.device) -> None:
 
 def measure_round_trip(session: DriverSession, device: torch.device, timeout_s: float,
                        samples: int = ROUND_TRIP_SAMPLES) -> RoundTrip:
-    """Empty batches on `session` (the null candidate's driver), timed as `clocked_batch` times a batch (its
-    digest of no outputs is a synchronise)."""
+    """Empty batches on `session` (the null candidate's driver), clocked from the request to the reply as
+    `clocked_batch` clocks a batch (whose snapshot after the reply is measured and subtracted on its own)."""
     measured = []
     for _ in range(samples):
         _synchronize(device)
         started = time.perf_counter()
         session.batch([], timeout_s=timeout_s)
-        _synchronize(device)
         measured.append((time.perf_counter() - started) * 1000)
     return RoundTrip.of(measured)
 
