@@ -55,7 +55,10 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   sampled values return stale outputs, which checked batches see; one keyed on the whole input misses in
   every batch (batch inputs never repeat), so hits in the event-timed calls only pull the median below the
   trusted figure. Not covered: a problem with no floating-point input (nothing is changed, so a cache can
-  serve its batches), and a candidate that behaves identically everywhere but is simply fast.
+  serve its batches); work a candidate defers from one call of a batch to a later one (it can read the
+  batch's list in its process), so that fused calls make the batch faster than calls one at a time; and
+  an honest kernel whose time depends strongly on its data, so that one set's calls are much slower than
+  the others': its median can then lie below the batches' mean by more than the tolerance.
 - Cost per evaluation: 7 empty batches on the null driver once per evaluator; per candidate typically 4
   batches (3 to 10, 4 more when the median looks forged) of one call per rotating set, each with a change
   of a few input elements, one L2 flush, one poisoning of the outputs, four snapshots (about a dozen
