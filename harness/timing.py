@@ -441,6 +441,8 @@ class TrustedBatches:
 
     def __init__(self, session: DriverSession, sets: Sequence[SharedSet], checks: BatchChecks,
                  round_trip: RoundTrip, timeout_s: float, schedule: CheckSchedule | None = None) -> None:
+        """`timeout_s` bounds one call; a batch may take that per call. `schedule` decides which batches are
+        checked (a random one by default)."""
         self.session, self.sets, self.checks, self.round_trip = session, sets, checks, round_trip
         self.timeout_s = timeout_s
         self.schedule = schedule if schedule is not None else CheckSchedule()
@@ -471,7 +473,8 @@ class TrustedBatches:
         if not self.clocks and not self.checks.inputs():  # the event-timed calls ran on them before
             return _inputs_changed()
         self.checks.prepare()
-        clock, snapshot, value = clocked_batch(self.session, self.sets, order, flush, self.salt, self.timeout_s)
+        clock, snapshot, value = clocked_batch(self.session, self.sets, order, flush, self.salt,
+                                               self.timeout_s * len(order))  # the call timeout, per call
         if check is None:
             check = self.schedule.decide()
         self.clocks.append(clock)
