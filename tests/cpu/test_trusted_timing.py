@@ -193,10 +193,10 @@ def run_batches(batch_ms: float, median_ms: float, recorder: Recorder, draw: boo
 
 def test_an_honest_median_gets_the_trusted_figure_beside_it() -> None:
     recorder = Recorder([cpu_set(1.0), cpu_set(2.0)])
-    outcome = run_batches(batch_ms=20.0, median_ms=25.0, recorder=recorder)
+    outcome = run_batches(batch_ms=20.0, median_ms=1000.0, recorder=recorder)  # (a loaded host only adds)
     assert outcome.forged is None and outcome.failed is None  # type: ignore[attr-defined]
     figure = outcome.timing  # type: ignore[attr-defined]
-    assert 19.0 <= figure.per_call_ms < 25.0
+    assert figure.per_call_ms >= 19.0 and figure.calls_per_batch == 2
 
 
 def test_a_median_far_below_the_harness_clock_is_forged() -> None:
@@ -236,15 +236,20 @@ def test_inputs_changed_by_the_event_timed_calls_fail_before_the_first_batch() -
     assert recorder.checked == []
 
 
-def test_timed_inputs_change_a_few_places_of_each_float_input_and_keep_zeros() -> None:
+def test_timed_inputs_halve_a_few_places_of_each_float_input() -> None:
     shared = cpu_set(1.0)
-    shared.inputs[0].tensor[::2] = 0.0
-    before = shared.inputs[0].tensor.clone()
     TimedInputs([shared]).change()
     after = shared.inputs[0].tensor
-    changed = after != before
+    changed = after != 1.0
     assert 1 <= int(changed.sum()) <= 4 and bool((after[changed] == 0.5).all())
-    assert bool((after[::2] == 0.0).all())
+
+
+def test_timed_inputs_keep_zeros_zero() -> None:
+    shared = cpu_set(1.0)
+    shared.inputs[0].tensor[::2] = 0.0
+    for _ in range(8):
+        TimedInputs([shared]).change()
+    assert bool((shared.inputs[0].tensor[::2] == 0.0).all())
 
 
 def test_timed_inputs_see_a_write_after_their_change() -> None:
