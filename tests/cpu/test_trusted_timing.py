@@ -206,32 +206,32 @@ def test_a_median_far_below_the_harness_clock_is_forged() -> None:
 
 def test_every_set_is_checked_in_every_checked_batch() -> None:
     recorder = Recorder([cpu_set(1.0), cpu_set(2.0), cpu_set(3.0)])
-    run_batches(batch_ms=1.0, median_ms=5.0, recorder=recorder)
+    run_batches(batch_ms=1.0, median_ms=1000.0, recorder=recorder)
     assert sorted(recorder.checked) == sorted([0, 1, 2] * MIN_BATCHES)
 
 
 def test_inputs_are_checked_after_every_batch_checked_or_not() -> None:
     recorder = Recorder([cpu_set(1.0)])
-    run_batches(batch_ms=1.0, median_ms=5.0, recorder=recorder, draw=False)
+    run_batches(batch_ms=1.0, median_ms=1000.0, recorder=recorder, draw=False)
     assert recorder.inputs_checked == MAX_BATCHES + 1  # and once before the first, after the event timing
 
 
 def test_outputs_wrong_in_a_checked_batch_fail_the_timed_outputs_check() -> None:
-    outcome = run_batches(batch_ms=1.0, median_ms=5.0, recorder=Recorder([cpu_set(1.0), cpu_set(2.0)], failing_set=1))
+    outcome = run_batches(batch_ms=1.0, median_ms=1000.0, recorder=Recorder([cpu_set(1.0), cpu_set(2.0)], failing_set=1))
     failed = outcome.failed  # type: ignore[attr-defined]
     assert failed is not None and failed.name == "timed_outputs" and "set 1" in failed.detail
 
 
 def test_inputs_changed_during_a_batch_fail_inputs_unchanged() -> None:
     recorder = Recorder([cpu_set(1.0)], inputs_ok=(True, False))  # as filled; then written by a batch
-    outcome = run_batches(batch_ms=1.0, median_ms=5.0, recorder=recorder)
+    outcome = run_batches(batch_ms=1.0, median_ms=1000.0, recorder=recorder)
     assert outcome.failed is not None and outcome.failed.name == "inputs_unchanged"  # type: ignore[attr-defined]
     assert recorder.inputs_checked == 2
 
 
 def test_inputs_changed_by_the_event_timed_calls_fail_before_the_first_batch() -> None:
     recorder = Recorder([cpu_set(1.0)], inputs_ok=(False,))
-    outcome = run_batches(batch_ms=1.0, median_ms=5.0, recorder=recorder)
+    outcome = run_batches(batch_ms=1.0, median_ms=1000.0, recorder=recorder)
     assert outcome.failed is not None and outcome.failed.name == "inputs_unchanged"  # type: ignore[attr-defined]
     assert recorder.checked == []
 
@@ -276,7 +276,7 @@ def test_outputs_that_change_after_the_clock_stopped_are_forged() -> None:
             sets[index].outputs[0].tensor.fill_(42.0)
             return None
 
-    outcome = run_batches(batch_ms=1.0, median_ms=5.0, recorder=LateWriter(sets))
+    outcome = run_batches(batch_ms=1.0, median_ms=1000.0, recorder=LateWriter(sets))
     assert outcome.forged is not None and "changed" in outcome.forged  # type: ignore[attr-defined]
 
 
@@ -294,7 +294,7 @@ def test_outputs_are_poisoned_before_every_batch() -> None:
             raw.zero_()  # as a kernel's result would be: the next batch must poison again
             return True
 
-    run_batches(batch_ms=0.0, median_ms=5.0, recorder=PoisonWatcher(sets), draw=False)
+    run_batches(batch_ms=0.0, median_ms=1000.0, recorder=PoisonWatcher(sets), draw=False)
     assert len(seen) >= MAX_BATCHES - MIN_CHECKED_BATCHES and all(seen)
 
 
