@@ -26,6 +26,7 @@ from kernelblaster.harness.timing import (
     RoundTrip,
     TimedInputs,
     TrustedBatches,
+    TrustedOutcome,
     digest,
     forged_median,
     measure_round_trip,
@@ -184,7 +185,7 @@ class Recorder:
         return BatchChecks(outputs=self.outputs, inputs=self.inputs)
 
 
-def run_batches(batch_ms: float, median_ms: float, recorder: Recorder, draw: bool = True) -> object:
+def run_batches(batch_ms: float, median_ms: float, recorder: Recorder, draw: bool = True) -> TrustedOutcome:
     with fake_session(batch_ms) as session:
         runner = TrustedBatches(session, recorder.sets, recorder.checks(), RoundTrip(min_ms=0.0, spread_ms=0.0),
                                 timeout_s=10, schedule=CheckSchedule(draw=lambda: draw))
@@ -194,14 +195,14 @@ def run_batches(batch_ms: float, median_ms: float, recorder: Recorder, draw: boo
 def test_an_honest_median_gets_the_trusted_figure_beside_it() -> None:
     recorder = Recorder([cpu_set(1.0), cpu_set(2.0)])
     outcome = run_batches(batch_ms=20.0, median_ms=1000.0, recorder=recorder)  # (a loaded host only adds)
-    assert outcome.forged is None and outcome.failed is None  # type: ignore[attr-defined]
-    figure = outcome.timing  # type: ignore[attr-defined]
-    assert figure.per_call_ms >= 19.0 and figure.calls_per_batch == 2
+    assert outcome.forged is None and outcome.failed is None
+    figure = outcome.timing
+    assert figure is not None and figure.per_call_ms >= 19.0 and figure.calls_per_batch == 2
 
 
 def test_a_median_far_below_the_harness_clock_is_forged() -> None:
     outcome = run_batches(batch_ms=20.0, median_ms=1.0, recorder=Recorder([cpu_set(1.0), cpu_set(2.0)]))
-    assert outcome.forged is not None and "checked batches" in outcome.forged  # type: ignore[attr-defined]
+    assert outcome.forged is not None and "checked batches" in outcome.forged
 
 
 def test_every_set_is_checked_in_every_checked_batch() -> None:
@@ -217,22 +218,23 @@ def test_inputs_are_checked_after_every_batch_checked_or_not() -> None:
 
 
 def test_outputs_wrong_in_a_checked_batch_fail_the_timed_outputs_check() -> None:
-    outcome = run_batches(batch_ms=1.0, median_ms=1000.0, recorder=Recorder([cpu_set(1.0), cpu_set(2.0)], failing_set=1))
-    failed = outcome.failed  # type: ignore[attr-defined]
+    recorder = Recorder([cpu_set(1.0), cpu_set(2.0)], failing_set=1)
+    outcome = run_batches(batch_ms=1.0, median_ms=1000.0, recorder=recorder)
+    failed = outcome.failed
     assert failed is not None and failed.name == "timed_outputs" and "set 1" in failed.detail
 
 
 def test_inputs_changed_during_a_batch_fail_inputs_unchanged() -> None:
     recorder = Recorder([cpu_set(1.0)], inputs_ok=(True, False))  # as filled; then written by a batch
     outcome = run_batches(batch_ms=1.0, median_ms=1000.0, recorder=recorder)
-    assert outcome.failed is not None and outcome.failed.name == "inputs_unchanged"  # type: ignore[attr-defined]
+    assert outcome.failed is not None and outcome.failed.name == "inputs_unchanged"
     assert recorder.inputs_checked == 2
 
 
 def test_inputs_changed_by_the_event_timed_calls_fail_before_the_first_batch() -> None:
     recorder = Recorder([cpu_set(1.0)], inputs_ok=(False,))
     outcome = run_batches(batch_ms=1.0, median_ms=1000.0, recorder=recorder)
-    assert outcome.failed is not None and outcome.failed.name == "inputs_unchanged"  # type: ignore[attr-defined]
+    assert outcome.failed is not None and outcome.failed.name == "inputs_unchanged"
     assert recorder.checked == []
 
 
@@ -277,7 +279,7 @@ def test_outputs_that_change_after_the_clock_stopped_are_forged() -> None:
             return None
 
     outcome = run_batches(batch_ms=1.0, median_ms=1000.0, recorder=LateWriter(sets))
-    assert outcome.forged is not None and "changed" in outcome.forged  # type: ignore[attr-defined]
+    assert outcome.forged is not None and "changed" in outcome.forged
 
 
 def test_outputs_are_poisoned_before_every_batch() -> None:
