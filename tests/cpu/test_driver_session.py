@@ -191,6 +191,14 @@ def test_a_second_reply_to_one_request_is_a_forgery() -> None:
         session.run(0, timeout_s=10)
 
 
+def test_a_result_the_harness_rejects_kills_the_driver_and_names_the_reason() -> None:
+    with fake_session() as session:
+        pid = session.pid
+        forged = session.reject("a median below the harness's own clock")
+        assert pid is not None and process_ended(pid)
+    assert isinstance(forged, DriverForged) and forged.reason == "a median below the harness's own clock"
+
+
 def test_a_reply_numbered_for_another_request_is_a_forgery_and_the_driver_is_killed() -> None:
     session = fake_session("renumbered")
     with session, pytest.raises(DriverForged, match="numbered 2 arrived while the driver owed reply 1"):
