@@ -384,13 +384,13 @@ class CandidateEvaluator:
         """The event timing (the score), then the trusted batches that bound it and check the timed calls
         (harness/timing.py); a median the harness's clock contradicts is `forged_result`."""
         _fill_with_timing_cases(self.references, sets)
+        inputs = TimedInputs(sets)  # digested as filled: the event-timed calls must leave them so too
         timing = time_candidate(session, list(range(len(sets))), self.options.timeout_s)
         escape = stream_escape_check(timing)
         if not escape.passed:
             return Measurement(timing, [escape])
         assert self._round_trip is not None, "the null candidate's calibration comes first"
         context = self._verification_context()
-        inputs = TimedInputs(sets)
         checks = BatchChecks(outputs=lambda index: timed_set_failure(index, sets[index], context),
                              inputs=inputs.unchanged, prepare=inputs.change)
         flush = torch.empty(flush_bytes(self._require_gpu()), dtype=torch.uint8, device=f"cuda:{self.gpu}")
