@@ -59,13 +59,17 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   batch's list in its process), so that fused calls make the batch faster than calls one at a time; and
   an honest kernel whose time depends strongly on its data, so that one set's calls are much slower than
   the others': its median can then lie below the batches' mean by more than the tolerance.
-- Cost per evaluation: 7 empty batches on the null driver once per evaluator; per candidate typically 4
-  batches (3 to 10, 4 more when the median looks forged) of one call per rotating set, each with a change
-  of a few input elements, one L2 flush, one poisoning of the outputs, four snapshots (about a dozen
-  kernels each) and one digest of every input; each checked batch (at least two) computes one reference forward
-  per set on its inputs and compares every output. Memory: the rotating sets, plus one forward's
-  temporaries at a time; timing cases are fresh seeds (`ReferenceCache.timing_case`), one per set, kept
-  only where the memory plan keeps references.
+- Cost per evaluation. Once per evaluator: 7 empty batches on the null candidate's driver (beside its
+  existing calibration) and one timing case per rotating set (a forward pass each; kept where the memory
+  plan keeps references, which counts them). Per candidate: typically 4 batches (3 to 10, and 4 more
+  only when the median looks forged) of one call per rotating set (at most 4), so about 16 calls beside
+  the event timing's; per batch a change of 4 elements per input, one poisoning of the outputs, one L2
+  flush, four snapshots (about a dozen small kernels each) and two digests of every input and param
+  (one before, one after); per checked batch (at least two) one reference forward per set on its inputs
+  and a comparison of every output. Memory beyond the rotating sets: this process's flush buffer (2x L2),
+  the digest's chunk temporaries (a few 16 MiB tensors) and one reference forward at a time, which the
+  memory plan's per-case budget already holds. Verification makes 15 calls (11 before: the special
+  values now have 8 cases under `strict`).
 `flush_and_sync_ms` measures, in this trusted process, the work around each event-timed call that the
 driver's claims leave out (for the sum check).
 """
