@@ -12,8 +12,10 @@ import torch
 
 from kernelblaster.harness.buffers import SharedBuffer, SharedSet
 from kernelblaster.harness.compare import POISON_BYTE
-from kernelblaster.harness.result import CheckResult, TrustedTiming
+from kernelblaster.harness.report import render_eval
+from kernelblaster.harness.result import CandidateTiming, CheckResult, EvalResult, TrustedTiming
 from kernelblaster.harness.spec import TensorSpec
+from kernelblaster.harness.stats import TimingStats
 from kernelblaster.harness.timing import (
     MAX_BATCHES,
     MIN_BATCHES,
@@ -332,3 +334,12 @@ def test_a_snapshot_sees_work_still_writing_a_share_of_a_large_output() -> None:
 def test_a_snapshot_is_stable_while_the_outputs_are() -> None:
     snapshot = OutputSnapshot([torch.arange(1 << 20, dtype=torch.int64).view(torch.uint8)], salt=5)
     assert snapshot.take() == snapshot.take()
+
+
+# -- the report ----------------------------------------------------------------------------------------
+def test_the_report_shows_the_harness_clock_beside_the_median() -> None:
+    timing = CandidateTiming(event=TimingStats.from_samples([0.1, 0.11, 0.12]), rotating_sets=4, l2_flush=True,
+                             calls=40, incomplete_calls=0, policy_windows=0, trusted=trusted(0.095, 0.005))
+    result = EvalResult(verdict="ok", summary="correct", problem="p.py", problem_sha256="0" * 64, candidate="c.cu",
+                        source_sha256="0" * 64, arch="sm_90", precision="strict", compiled=True, timing=timing)
+    assert "harness's clock: 95.0 us per call in back-to-back batches (2 of 4 batches checked" in render_eval(result)
