@@ -20,7 +20,8 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   order, back to back on its stream with no synchronisation between them, then one device-wide synchronise
   and the reply (the driver's `batch` request). Before each batch this process changes every set's inputs
   at a few secret random places (`TimedInputs`), poisons every set's outputs (each set has its own),
-  flushes L2 with its own buffer and synchronises its device, all outside the clock. The clock runs from
+  flushes L2 with its own buffer, synchronises its device and sends an empty batch (so both processes
+  are awake, as when the round trip was measured), all outside the clock. The clock runs from
   sending the request to the moment a snapshot of the batch's outputs, read here after the reply at
   secret random places (`OutputSnapshot`), is complete (`BatchClock`). A reply sent before the work was
   done (forged, or early) cannot stop the clock at less than the work: the snapshot is taken again three
@@ -319,6 +320,9 @@ def clocked_batch(session: DriverSession, sets: Sequence[SharedSet], order: list
     snapshot = OutputSnapshot(_output_bytes(sets, order), salt)
     flush.fill_(secrets.randbelow(256))
     _synchronize(device)
+    # An unclocked empty batch first, so the clocked request finds both processes awake, as the round trip's
+    # back-to-back samples did: a driver asleep since the last batch would otherwise add its wake-up.
+    session.batch([], timeout_s=timeout_s)
     started = time.perf_counter()
     session.batch(order, timeout_s=timeout_s)
     value = snapshot.take()
