@@ -37,6 +37,9 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   checked batches give the trusted figure (the lowest of them); at least two are checked, and batches run
   until they are. A candidate that skips work in some batches gains only where the batch goes unchecked,
   and an unchecked batch's time is never used. Every set is in every batch, so every set is checked.
+  Verification calls are batches too (of set 0), with the same poisoning of outputs and workspace. The
+  event-timed calls (the `time` request) are recognisable and their outputs are not compared: they give
+  only the median, and work skipped there only pulls the median below the trusted figure.
 - The decision. An event median more than max(5% of the trusted figure, the measured jitter per call: the
   round trip's spread and the snapshot repeats') below the trusted figure is `forged_result` (after more
   batches have had the chance to lower the trusted figure): the events then cannot be the calls' time.

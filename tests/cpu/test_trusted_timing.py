@@ -34,7 +34,14 @@ from kernelblaster.harness.timing import (
     measure_round_trip,
     trusted_timing,
 )
-from kernelblaster.tools.driver_process import DriverForged, DriverSession
+from kernelblaster.tools.driver_process import (
+    ClaimAllowance,
+    DriverForged,
+    DriverSession,
+    TimeRequest,
+    TimingReply,
+    forged_timing,
+)
 
 FAKE_DRIVER = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "fake_driver_protocol.py"
 QUIET = RoundTrip(min_ms=0.2, spread_ms=0.05)
@@ -93,6 +100,18 @@ def test_a_figure_needs_a_checked_batch() -> None:
 def test_keeping_the_sum_and_moving_the_median_is_forged() -> None:
     reason = forged_median(0.094, trusted(per_call_ms=2.2, tolerance_ms=0.11))
     assert reason is not None and "checked batches" in reason
+
+
+def test_a_forgery_that_keeps_the_sum_passes_the_wall_clock_check_but_not_the_batches() -> None:
+    # 2.2 ms of real work per call, claimed as 0.01 ms on 7 calls of 8 and the rest on the 8th: the sum of the
+    # claims matches the harness's wall clock around the request, so only the batches see the median is false.
+    request = TimeRequest(warmup=0, iters=80, sets=[0], flush=True, poison=True)
+    claims = ([0.01] * 7 + [8 * 2.2 - 7 * 0.01]) * 10
+    reply = TimingReply(ok=True, event_ms=claims, incomplete_calls=0, policy_windows=0)
+    wall_ms = sum(claims) + 80 * 0.1 + 20
+    assert forged_timing(request, reply, wall_ms, ClaimAllowance(per_call_ms=0.1, per_request_ms=50.0)) is None
+    median = TimingStats.from_samples(claims).median_ms
+    assert forged_median(median, trusted(per_call_ms=2.2, tolerance_ms=0.11)) is not None
 
 
 def test_a_median_above_the_trusted_figure_is_believed() -> None:
