@@ -16,8 +16,9 @@
 //   {"cmd":"run","seq":S,"set":i}                          -> {"seq":S,"ok":true,"rc":0}
 //   {"cmd":"batch","seq":S,"sets":[i..]}                    -> {"seq":S,"ok":true,"calls":n}
 //       one call per listed set, back to back on the stream (no synchronisation between them), then one
-//       device-wide synchronise and the reply; an empty list only synchronises. Verification and the trusted
-//       timing (harness/timing.py) both call the candidate this way, so it cannot tell them apart.
+//       device-wide synchronise and the reply; an empty list only synchronises. Verification (batches of
+//       set 0) and the trusted timing (harness/timing.py, batches of every set) both call the candidate this
+//       way, with the same poisoning, and both check what the calls wrote.
 //   {"cmd":"time","seq":S,"warmup":W,"iters":N,"sets":[..],"flush":true,"poison":true}
 //                    -> {"seq":S,"ok":true,"event_ms":[..],"incomplete_calls":k,"policy_windows":m}
 //   {"cmd":"profile","seq":S,"warmup":W,"set":i}           -> {"seq":S,"ok":true}
