@@ -9,7 +9,8 @@ its attack alone. A refused candidate is compiled as it is.
 - `at_load`: what happens when its built driver starts in the sandbox (no GPU needed: load-time code runs
   before CUDA): "blocked" (the launcher's filter ends the process, naming `blocked_call`), "forged"
   (replies arrive before their request) or "starts" (the attack, if any, fails quietly).
-- `verdicts`: the verdicts a GPU evaluation may give.
+- `verdicts`: the verdicts a GPU evaluation may give; `reason`, words its summary must contain (caught for the
+  reason the candidate tests, not another).
 The raw system calls in these files are x86-64 instructions.
 """
 
