@@ -440,7 +440,8 @@ class CandidateEvaluator:
     def _warm_references_in_background(self) -> threading.Thread | None:
         if self.gpu is None or not self.plan.fits or self.plan.references != "cached":
             return None
-        thread = threading.Thread(target=_warm_quietly, args=(self.references,), name="warm-references", daemon=True)
+        thread = threading.Thread(target=_warm_quietly, name="warm-references", daemon=True,
+                                  args=(self.references, self.options.precision == "strict", self.plan.rotating_sets))
         thread.start()
         return thread
 
@@ -492,10 +493,10 @@ def _fill_with_timing_cases(references: ReferenceCache, sets: list[SharedSet]) -
     torch.cuda.synchronize(references.gpu)
 
 
-def _warm_quietly(references: ReferenceCache) -> None:
+def _warm_quietly(references: ReferenceCache, strict: bool, timing_sets: int) -> None:
     """Compute the references ahead; a failure here recurs, and is reported, when the case is needed."""
     with contextlib.suppress(Exception):
-        references.warm()
+        references.warm(strict, timing_sets)
 
 
 def _release_gpu_memory() -> None:

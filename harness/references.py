@@ -155,14 +155,17 @@ class ReferenceCache:
         case.label = label
         return case
 
-    def warm(self) -> None:
-        """Compute every case now when they are kept (e.g. in a thread while the candidate compiles)."""
+    def warm(self, strict: bool = False, timing_sets: int = 0) -> None:
+        """Compute every case now when they are kept (e.g. in a thread while the candidate compiles): the seeds,
+        the special values (with `strict`, the strict-only ones too) and `timing_sets` timing cases."""
         if self.holding != "cached":
             return
         for seed in self.seeds:
             self.seed_case(seed)
-        for label in self.special_labels():
+        for label in self.special_labels(strict):
             self.special_case(label)
+        for index in range(timing_sets):
+            self.timing_case(index)
 
     def _case(self, label: str, compute: Callable[[], ReferenceCase]) -> ReferenceCase:
         if self.holding != "cached":
