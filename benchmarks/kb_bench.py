@@ -291,7 +291,7 @@ def report_suite(kb: KnowledgeBase, shape: SuiteShape, record: SuiteRecord, seed
 
 def time_kb(kb: KnowledgeBase, repeats: int, queries: int, rng: random.Random) -> None:
     print(timed(lambda: KnowledgeBase.load(kb.path), repeats).line("load"))
-    print(timed(kb.save, repeats).line("save"))
+    print(timed(lambda: kb.replace_document(kb.document), repeats).line("save"))
     print(timed(lambda: kb.nearest_states(random_signature(rng), "sm_90", 1), 1).line("index build (first query)"))
 
     def retrieve_and_select() -> None:
@@ -372,7 +372,7 @@ def main() -> None:
         if args.stress_states:
             stress = KnowledgeBase.load(Path(directory) / "stress.json")
             grow_kb(stress, args.stress_states, args.tried_fraction, rng)
-            stress.save()
+            stress.replace_document(stress.document)
             print(
                 f"\nstress KB: {len(stress.document.states)} states x {STRESS_OPTIMIZATIONS_PER_STATE} optimizations, "
                 f"{args.tried_fraction:.0%} tried; {stress.size_bytes() / 1e6:.1f} MB on disk"

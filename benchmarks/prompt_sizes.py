@@ -33,17 +33,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict, Unpack
 
-from kernelblaster.graph import api
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.human import HumanQuestion
-from kernelblaster.graph.services import Services
-from kernelblaster.graph.state import RunFacts
+from kernelblaster.graph.app import api
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.services import Services
+from kernelblaster.graph.core.state import RunFacts
+from kernelblaster.graph.llm.human import HumanQuestion
 from kernelblaster.harness.analysis import analyse_problem
 from kernelblaster.harness.evaluate import EvalOptions
 from kernelblaster.harness.gpu_facts import GpuFacts, compiler_facts, instruction_facts
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.problem import Problem
-from kernelblaster.harness.profile import ProfileOutcome, build_profile_report
+from kernelblaster.harness.profile.outcome import ProfileOutcome, build_profile_report
 from kernelblaster.harness.result import (
     BaselineTiming,
     CandidateTiming,

@@ -23,12 +23,12 @@ from kernelblaster.eval.progress import duration_text
 from kernelblaster.eval.report import milliseconds as _ms
 from kernelblaster.eval.results import BASELINES_KEY, DATABASE_NAME, BaselineDirectory, BaselineRow, ResultsDB
 from kernelblaster.eval.suite import CONFIG_KEY, SuiteConfig, runner_lock
-from kernelblaster.graph.run_files import write_text_atomically
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.core.services import Services
 from kernelblaster.harness.evaluate import EvalOptions
 from kernelblaster.harness.precision import PrecisionPolicy
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import write_text_atomically
 
 PUBLISHED_FILES = {"eager": "baseline_time_torch.json", "compile": "baseline_time_torch_compile_inductor_default.json"}
 REPORT_NAME = "baseline.md"

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import model_validator
 
-from kernelblaster.graph.run_cli import RunSettings, add_run_flags, note_outdated_catalogue
-from kernelblaster.harness.precision_policy import PRECISION_POLICIES, PrecisionPolicy
+from kernelblaster.graph.app.run_cli import RunSettings, add_run_flags, note_outdated_catalogue
+from kernelblaster.kb.precision import PRECISION_POLICIES, PrecisionPolicy
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import GpuIndices, Options, PathText, PositiveInt, Seconds, Subcommands, add_command
 
@@ -164,7 +164,7 @@ def _check_resumable_here(root: Path, ray: str | None) -> None:
     """Where problems are left to run, the checks `bench run` makes before it starts (the endpoint, a GPU):
     a problem started here without them would fail, and a failed problem is not run again."""
     from kernelblaster.eval.suite import open_suite
-    from kernelblaster.graph.services import Services
+    from kernelblaster.graph.core.services import Services
 
     suite = open_suite(root)
     try:
@@ -214,7 +214,7 @@ def _suite_config(options: BenchRunOptions) -> SuiteConfig:
     from kernelblaster.eval.problems import ordered
     from kernelblaster.eval.suite import RUN_MEMORY, SuiteConfig
     from kernelblaster.eval.worker import ProblemBudget
-    from kernelblaster.graph.services import Services
+    from kernelblaster.graph.core.services import Services
     from kernelblaster.kb.paths import resolve_kb_path
 
     problems = ordered(_selected_problems(options), options.order, options.shuffle_seed)

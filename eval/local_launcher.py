@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.core.services import Services
 
 ServicesFactory = Callable[[], Services]
 # A task runs one job with the services, a way to report events, and its slot's name; it returns the result.

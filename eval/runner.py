@@ -23,9 +23,9 @@ from kernelblaster.eval.suite import Suite, SuiteConfig, SuiteEnding, create_sui
 from kernelblaster.eval.suite_kb import start_version
 from kernelblaster.eval.suite_tokens import SuiteTokens, request_stop, withdraw_stop
 from kernelblaster.eval.worker import ProblemEvent, ProblemJob, run_problem
-from kernelblaster.graph.recording import recorded_tokens
-from kernelblaster.graph.run_files import RunFiles
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.core.run_files import RunFiles
+from kernelblaster.graph.core.services import Services
+from kernelblaster.graph.llm.recording import recorded_tokens
 from kernelblaster.kb.journal import KBChange, read_changes
 from kernelblaster.kb.snapshots import SnapshotPolicy
 from kernelblaster.kb.store import trim_snapshots

@@ -27,7 +27,7 @@ from kernelblaster.eval.problems import Order, SuiteProblem
 from kernelblaster.eval.results import DATABASE_NAME, ProblemRow, ResultsDB
 from kernelblaster.eval.suite_kb import SuiteKB
 from kernelblaster.eval.worker import ProblemBudget
-from kernelblaster.graph.context import Memory, RunContext
+from kernelblaster.graph.core.context import Memory, RunContext
 from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import directory_problem

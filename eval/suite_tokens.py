@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelblaster.graph.budget import TokenBudget
-from kernelblaster.graph.run_files import write_text_atomically
+from kernelblaster.graph.llm.budget import TokenBudget
+from kernelblaster.tools.files import write_text_atomically
 
 
 class SuiteTokens:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kernelblaster.graph.api import Run
-from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.app.api import Run
+from kernelblaster.graph.core.context import RunContext
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import describe_settings_error
 

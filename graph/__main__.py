@@ -2,6 +2,6 @@
 
 import sys
 
-from kernelblaster.graph.cli import main
+from kernelblaster.graph.app.cli import main
 
 sys.exit(main())

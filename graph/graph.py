@@ -22,7 +22,7 @@ initial retries and the iteration loop go to `finish`, whose report says why.
 The ablations change the step's first stages: without memory, extract_state -> lower (no matching or
 selection); the minimal agent starts each step at lower.
 
-Nodes and routes are given their run's `RunResources` (`graph.services`); `finish` gives them back.
+Nodes and routes are given their run's `RunResources` (`graph.core.services`); `finish` gives them back.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from kernelblaster.graph.context import RunContext, StudioContext
+from kernelblaster.graph.core.context import RunContext, StudioContext
+from kernelblaster.graph.core.services import Services
+from kernelblaster.graph.core.state import OptimizationInput, OptimizationState, TrajectoryOutput, TrajectoryState
 from kernelblaster.graph.routes import (
     after_compile,
     after_diagnosis,
@@ -52,8 +54,6 @@ from kernelblaster.graph.routes import (
     fan_out_trajectories,
     first_step,
 )
-from kernelblaster.graph.services import Services
-from kernelblaster.graph.state import OptimizationInput, OptimizationState, TrajectoryOutput, TrajectoryState
 from kernelblaster.nodes.check_initial import check_initial
 from kernelblaster.nodes.compile import compile_candidate
 from kernelblaster.nodes.diagnose import diagnose
@@ -112,7 +112,7 @@ def build_trajectory_graph(services: Services) -> TrajectoryGraph:
 
 
 def build_graph(services: Services | None = None, context_schema: type[RunContext] = RunContext) -> RunGraphBuilder:
-    """The whole run, uncompiled (compile it with a checkpointer: `graph.checkpoint`, `graph.api`)."""
+    """The whole run, uncompiled (compile it with a checkpointer: `graph.app.checkpoint`, `graph.app.api`)."""
     services = services or Services()
     with_resources = _binder(services)
     graph = StateGraph(OptimizationState, context_schema=context_schema, input_schema=OptimizationInput)

@@ -14,9 +14,9 @@ from typing import Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import OptimizationState, TrajectoryState
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import OptimizationState, TrajectoryState
 
 # A trajectory's routers return "__end__", the value of LangGraph's END, spelled out: END is typed `str`, which
 # the Literal return types (the targets `graph.graph` declares) would not accept.

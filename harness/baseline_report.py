@@ -6,7 +6,7 @@ from pydantic import BaseModel
 
 from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions
 from kernelblaster.harness.problem import Problem
-from kernelblaster.harness.profile import ProfileOutcome
+from kernelblaster.harness.profile.outcome import ProfileOutcome
 from kernelblaster.harness.result import BaselineTiming, Roofline
 from kernelblaster.harness.roofline import roofline_check
 

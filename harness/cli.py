@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from kernelblaster.harness.precision_policy import PRECISION_POLICIES, PrecisionPolicy
+from kernelblaster.kb.precision import PRECISION_POLICIES, PrecisionPolicy
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import (
     GpuIndex,

@@ -4,7 +4,8 @@ too), time, score and profile; and explain a crash with compute-sanitizer's memc
 `CandidateEvaluator` is bound to one problem and one set of options: the problem's analysis (spec and
 footprint, derived without the GPU), header, memory plan, references, roofline and baselines are made
 once. The stages run separately, so an agent can retry a failed compile or verification before spending
-GPU time on timing; each returns a value, the values are gathered in `Findings`, and `verdict.decide`
+GPU time on timing (a time below the reference algorithm's compute floor is verified again, in the same driver
+process, before it is scored); each returns a value, the values are gathered in `Findings`, and `verdict.decide`
 turns them into the verdict in one place. Every outcome of the candidate (compile errors, crashes, hangs,
 wrong answers, forged replies, what the sandbox blocked) is an `EvalResult`, and so are a problem too
 large for the GPU (`too_large`, before anything is allocated) and any exception of the harness itself
@@ -39,12 +40,13 @@ from kernelblaster.harness.buffers import SharedMemoryPool, SharedSet
 from kernelblaster.harness.build import CACHE_VARIABLE, BuildResult, build_candidate, check_libraries_installed
 from kernelblaster.harness.gpu_facts import GpuFacts, read_gpu_facts
 from kernelblaster.harness.header import generate_header
+from kernelblaster.harness.machine import this_machine
 from kernelblaster.harness.memory_plan import GpuMemory, MemoryPlan, ProblemSizes, plan_memory
 from kernelblaster.harness.precision import PrecisionPolicy
 from kernelblaster.harness.problem import Problem, load_problem
-from kernelblaster.harness.profile import ProfileOutcome
-from kernelblaster.harness.profile_run import profile_candidate, profile_pytorch
-from kernelblaster.harness.references import ReferenceCache
+from kernelblaster.harness.profile.outcome import ProfileOutcome
+from kernelblaster.harness.profile.run import profile_candidate, profile_pytorch
+from kernelblaster.harness.references import FLOAT64_FLOP_LIMIT, ReferenceCache
 from kernelblaster.harness.result import (
     BaselineTiming,
     CandidateTiming,
@@ -54,7 +56,7 @@ from kernelblaster.harness.result import (
     Roofline,
     Speedup,
 )
-from kernelblaster.harness.roofline import peaks_for_device, roofline_check, roofline_for
+from kernelblaster.harness.roofline import below_compute_floor, peaks_for_device, roofline_check, roofline_for
 from kernelblaster.harness.sanitize_run import SanitizedCall, require_sanitizer, sanitize_call
 from kernelblaster.harness.timing import (
     BatchChecks,
@@ -73,6 +75,7 @@ from kernelblaster.harness.verify import (
     DriverFailure,
     Verification,
     VerificationContext,
+    extra_verification,
     timed_set_failure,
     verify_candidate,
 )
@@ -271,8 +274,9 @@ class CandidateEvaluator:
 
     @cached_property
     def references(self) -> ReferenceCache:
+        float64 = self.plan.float64_references and self.analysis.footprint.flops <= FLOAT64_FLOP_LIMIT
         return ReferenceCache(self.problem, self._require_gpu(), list(range(self.options.seeds)),
-                              self.plan.references, self.plan.sizes.float_inputs)
+                              self.plan.references, self.plan.sizes.float_inputs, float64)
 
     @cached_property
     def roofline(self) -> Roofline:
@@ -353,6 +357,11 @@ class CandidateEvaluator:
                                                           lambda: self._verify(session, sets[0])))
                 if measure and findings.passed:
                     findings.add_measurement(self._timed(findings, "time", lambda: self._time(session, sets)))
+                timing = findings.timing
+                if timing is not None and findings.passed and below_compute_floor(self.roofline,
+                                                                                  timing.event.median_ms):
+                    findings.checks.append(self._timed(findings, "reverify", lambda: extra_verification(
+                        session, sets[0], self._verification_context())))
         except DriverError as error:  # setup, or a call while timing
             findings.driver_failure = DriverFailure.of(error)
             findings.checks.append(findings.driver_failure.check())
@@ -465,6 +474,7 @@ class CandidateEvaluator:
             roofline=score.roofline if score else None, profile=findings.profile, sanitizer=findings.sanitizer,
             memory=findings.plan,
             failure=findings.harness_failure, seconds={"build": build.seconds} | findings.seconds,
+            machine=this_machine(self.gpu),
         )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kernelblaster.harness.memory_plan import GIB, MemoryPlan
-from kernelblaster.harness.profile import ProfileOutcome, ProfileReport
+from kernelblaster.harness.profile.outcome import ProfileOutcome, ProfileReport
 from kernelblaster.harness.result import BaselineTiming, EvalResult, Roofline
 
 
@@ -13,6 +13,8 @@ def render_eval(result: EvalResult, profile_requested: bool = False) -> str:
         f"problem: {result.problem}   candidate: {result.candidate} (sha256 {result.source_sha256[:12]})",
         f"gpu: {result.gpu or 'none'} ({result.arch})   precision: {result.precision}",
     ]
+    if result.machine:
+        lines.append(f"machine: {result.machine.line()}")
     if result.memory and result.memory.fits:
         lines.append(render_memory(result.memory))
     if result.failure:

@@ -10,8 +10,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from kernelblaster.harness.machine import Machine
 from kernelblaster.harness.memory_plan import MemoryPlan
-from kernelblaster.harness.profile import ProfileOutcome
+from kernelblaster.harness.profile.outcome import ProfileOutcome
 from kernelblaster.harness.stats import TimingStats
 from kernelblaster.tools.sanitizer import SanitizerResult
 
@@ -23,7 +24,7 @@ NOT_THE_CANDIDATES: frozenset[Verdict] = frozenset({"no_gpu", "too_large", "harn
 
 CHECK_ORDER = (
     "static", "compile", "runs", "outputs_written", "correct", "inputs_unchanged", "deterministic",
-    "no_caching", "special_values", "sanitizer", "stream_escape", "timed_outputs", "roofline",
+    "no_caching", "special_values", "sanitizer", "stream_escape", "timed_outputs", "extra_verification", "roofline",
 )
 
 
@@ -107,6 +108,18 @@ class Roofline(BaseModel):
     fraction_of_floor: float | None = Field(default=None, description="floor_ms / candidate time (1 = at the "
                                                                       "floor); None until a time is known")
     limited_by: Literal["memory", "compute"] = Field(description="Which of the two sets the floor")
+    memory_floor_ms: float | None = Field(default=None, description="Compulsory bytes over the measured bandwidth "
+                                                                    "with headroom, ms: the physical floor, below "
+                                                                    "which a time is `suspicious`")
+    compute_floor_ms: float | None = Field(default=None, description="The reference algorithm's FLOPs over the peak "
+                                                                     "with headroom, ms: a time below it (an "
+                                                                     "algebraic rewrite does less work) earns more "
+                                                                     "verification, not rejection")
+
+    @property
+    def physical_floor_ms(self) -> float:
+        """The memory floor; a roofline recorded before the floors were split counts its whole floor."""
+        return self.memory_floor_ms if self.memory_floor_ms is not None else self.floor_ms
 
 
 class CompileSummary(BaseModel):
@@ -122,7 +135,8 @@ class CompileSummary(BaseModel):
 class HarnessFailure(BaseModel):
     """An exception in the trusted process (never the candidate's doing): what failed where, in full."""
 
-    stage: str = Field(description="The stage that raised: plan, setup, verify, time, profile or score")
+    stage: str = Field(description="The stage that raised: plan, setup, verify, time, reverify, sanitize, "
+                                   "profile or score")
     error: str = Field(description="The exception's type and message, one line")
     traceback: str = Field(description="The Python traceback, for a bug report")
 
@@ -164,6 +178,9 @@ class EvalResult(BaseModel):
     failure: HarnessFailure | None = Field(default=None, description="For harness_error: the exception in full")
     seconds: dict[str, float] = Field(default={}, description="Wall time per stage (build, verify, time, score, "
                                                               "profile), seconds")
+    machine: Machine | None = Field(default=None, description="The machine it was evaluated on: GPU, driver, CUDA "
+                                                              "runtime, nvcc and torch versions; None in results "
+                                                              "written before machines were recorded")
 
     @property
     def failed_check(self) -> CheckResult | None:

@@ -1,6 +1,6 @@
 """Run one call of a candidate's driver under compute-sanitizer and return what the checker found.
 
-As under ncu (harness/profile_run.py), the sanitizer runs inside the candidate's sandbox, seeing its own
+As under ncu (harness/profile/run.py), the sanitizer runs inside the candidate's sandbox, seeing its own
 installation and a fresh folder for its report (the only writable place besides the sandbox's /tmp); it
 starts the driver's launcher, which confines the driver process itself. A call that fails under the
 sanitizer is what a memcheck error looks like (the checker stops the faulty kernel), so a run counts as

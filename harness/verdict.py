@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from kernelblaster.harness.build import BuildResult
 from kernelblaster.harness.memory_plan import MemoryPlan
-from kernelblaster.harness.profile import ProfileOutcome
+from kernelblaster.harness.profile.outcome import ProfileOutcome
 from kernelblaster.harness.result import (
     BaselineTiming,
     CandidateTiming,

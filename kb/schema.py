@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from kernelblaster.kb.operations import OperationKind
-from kernelblaster.kb.precision import PrecisionPolicyName
+from kernelblaster.kb.precision import PrecisionPolicy
 from kernelblaster.kb.signature_fields import SIGNATURE_LENGTH, SIGNATURE_MAX, SIGNATURE_MIN, require_direction
 from kernelblaster.kb.snippets import snippet_names
 
@@ -105,7 +105,7 @@ def _distinct(names: list[_Name]) -> list[_Name]:
     return names
 
 
-PolicyList = Annotated[list[PrecisionPolicyName], Field(min_length=1), AfterValidator(_distinct)]
+PolicyList = Annotated[list[PrecisionPolicy], Field(min_length=1), AfterValidator(_distinct)]
 OperationList = Annotated[list[OperationKind], Field(min_length=1), AfterValidator(_distinct)]
 SnippetName = Annotated[Slug, AfterValidator(_known_snippet)]
 

@@ -1,6 +1,6 @@
 """The fixed layout of a performance-state signature: 24 profile-derived numbers, each roughly in [0, 1].
 
-The harness computes signatures in exactly this order (harness/signature.py); the KB stores the layout
+The harness computes signatures in exactly this order (harness/profile/signature.py); the KB stores the layout
 beside its states so that a KB built with another layout is refused instead of silently mis-matched.
 """
 

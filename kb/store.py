@@ -31,9 +31,10 @@ from kernelblaster.kb.paths import (
     resolve_kb_path,
     seed_kb_bytes,
     snapshot_folder_for,
+    timed_backup_path_for,
 )
 from kernelblaster.kb.pruning import DEFAULT_POLICY as DEFAULT_PRUNE_POLICY
-from kernelblaster.kb.pruning import PrunePolicy, PruneReport, prune
+from kernelblaster.kb.pruning import prune
 from kernelblaster.kb.safe_files import exclusive_lock, replace_as_sole_writer
 from kernelblaster.kb.schema import RUN_ID_PATTERN, KBDocument, PerformanceState
 from kernelblaster.kb.seed_catalogue import adopt_seed_catalogue
@@ -106,14 +107,6 @@ class KnowledgeBase:
         if stamp != self._stamp:
             self._set_document(decode(self.path, _read_bytes(self.path)).document, stamp)
 
-    def save(self) -> None:
-        """Write the in-memory document over the file (last writer wins; `record_outcome` and the other
-        changes merge with concurrent writers instead)."""
-        with exclusive_lock(self.path):
-            self._write(self._document)
-        # The caller may have changed the document in place; the index must look again.
-        self._revision += 1
-
     def replace_document(self, document: KBDocument) -> None:
         """Make `document` the KB's content, on disk and in memory."""
         with exclusive_lock(self.path):
@@ -134,12 +127,13 @@ class KnowledgeBase:
         return filled, backup
 
     def back_up(self, label: str) -> Path:
-        """Copy the KB file as it is on disk to `backup_path_for(path, label)`; the copy's path."""
+        """Copy the KB file as it is on disk to a new file named by the label and the time
+        (`timed_backup_path_for`), never replacing an earlier backup; the copy's path."""
         with exclusive_lock(self.path):
             return self._copy_file(label)
 
     def _copy_file(self, label: str) -> Path:
-        target = backup_path_for(self.path, label)
+        target = timed_backup_path_for(self.path, label, _now())
         replace_as_sole_writer(target, _read_bytes(self.path))
         return target
 
@@ -165,10 +159,6 @@ class KnowledgeBase:
             return results
 
         return self._change(edit_and_prune)
-
-    def prune(self, policy: PrunePolicy = DEFAULT_PRUNE_POLICY) -> PruneReport:
-        """Remove what no longer takes part in selection and never helped (see `kb.pruning`)."""
-        return self._change(lambda document: prune(document, policy, _now()))
 
     def nearest_states(self, signature: Sequence[float], arch: str, k: int) -> list[StateMatch]:
         """The k known states nearest to a profiled signature, same-arch states first among equals."""
@@ -227,7 +217,7 @@ class KnowledgeBase:
 
     def restore_snapshot(self, run_id: str, iteration: int, backup_label: str | None = None) -> Path | None:
         """Make the KB what it was when `write_snapshot(run_id, iteration)` was called, first copying the file
-        to `backup_path_for(path, backup_label)` if a label is given: the copy's path (None without a label).
+        to a new backup file (`timed_backup_path_for`) if a label is given: the copy's path (None without a label).
         The snapshot is read and validated whole first, so a damaged one is refused with nothing written."""
         # One lock throughout: no writer trims the snapshot away while it is read, or changes the KB between
         # its backup and its restore. The helpers below take no lock: a second one from this process would wait

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import torch
 
-from kernelblaster.graph.state import KernelRef, RunFacts, StepRecord
+from kernelblaster.graph.core.state import KernelRef, RunFacts, StepRecord
 from kernelblaster.harness.gpu_facts import GpuFacts
 from kernelblaster.harness.precision import PrecisionPolicy, Tolerance, tolerance_for
-from kernelblaster.harness.profile import KernelShare
+from kernelblaster.harness.profile.outcome import KernelShare
 from kernelblaster.harness.references import LARGE_SCALE, TINY_SCALE
 from kernelblaster.kb.snippets import starting_point_for
 from kernelblaster.nodes.prompting import prompt_file

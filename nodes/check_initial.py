@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.services import BuiltCandidate, RunResources
-from kernelblaster.graph.state import Candidate, Feedback, OptimizationState, RunUpdate, TokenUsage
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.progress import ProgressNote, write_note
+from kernelblaster.graph.core.services import BuiltCandidate, RunResources
+from kernelblaster.graph.core.state import Candidate, Feedback, OptimizationState, RunUpdate
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.harness.result import EvalResult
 from kernelblaster.nodes.kernels import (
     compile_feedback,

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import StepEnding, TrajectoryState, TrajectoryUpdate
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.progress import trajectory_note, write_note
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import StepEnding, TrajectoryState, TrajectoryUpdate
 from kernelblaster.nodes.kernels import compile_feedback
 
 NODE = "compile"

@@ -11,11 +11,12 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from kernelblaster.graph.agents import AgentFailed
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import ProfiledState, TokenUsage, TrajectoryState, TrajectoryUpdate
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.progress import trajectory_note, write_note
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import ProfiledState, TrajectoryState, TrajectoryUpdate
+from kernelblaster.graph.llm.agents import AgentFailed
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.kb.schema import LongText, ShortText
 from kernelblaster.nodes.profile_view import ProfileView, profile_view
 from kernelblaster.nodes.prompting import load_prompt

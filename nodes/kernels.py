@@ -12,10 +12,11 @@ from typing import Any, Self
 
 from pydantic import BaseModel, Field
 
-from kernelblaster.graph.agents import AgentFailed, AnswerFormatError
-from kernelblaster.graph.run_files import RunFiles
-from kernelblaster.graph.services import BuiltCandidate, Evaluator, RunResources
-from kernelblaster.graph.state import Candidate, Feedback, KernelRef, TokenUsage
+from kernelblaster.graph.core.run_files import RunFiles
+from kernelblaster.graph.core.services import BuiltCandidate, Evaluator, RunResources
+from kernelblaster.graph.core.state import Candidate, Feedback, KernelRef
+from kernelblaster.graph.llm.agents import AgentFailed, AnswerFormatError
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.harness.result import NOT_THE_CANDIDATES, EvalResult
 from kernelblaster.nodes.prompting import load_prompt, prompt_file
 from kernelblaster.tools.errors import UserFacingError

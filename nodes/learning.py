@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 from langgraph.runtime import Runtime
 
-from kernelblaster.graph.agents import AgentFailed, Question, T
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import LearningNote, LearningStage, OptimizationState, RunUpdate, StepRecord
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.progress import ProgressNote, write_note
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import LearningNote, LearningStage, OptimizationState, RunUpdate, StepRecord
+from kernelblaster.graph.llm.agents import AgentFailed, Question, T
 
 
 def iteration_steps(state: OptimizationState) -> list[StepRecord]:

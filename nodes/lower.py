@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from kernelblaster.graph.agents import AgentFailed, Question
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import MatchedState, ProfiledState, StepEnding, TrajectoryState, TrajectoryUpdate
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.progress import trajectory_note, write_note
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import MatchedState, ProfiledState, StepEnding, TrajectoryState, TrajectoryUpdate
+from kernelblaster.graph.llm.agents import AgentFailed, Question
 from kernelblaster.kb.index import StateMatch
 from kernelblaster.kb.prompt_slice import render_prompt_slice
 from kernelblaster.kb.schema import PerformanceState

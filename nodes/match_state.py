@@ -14,11 +14,12 @@ from collections.abc import Collection
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
-from kernelblaster.graph.agents import AgentFailed
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import MatchedState, ProfiledState, TokenUsage, TrajectoryState, TrajectoryUpdate
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.progress import trajectory_note, write_note
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import MatchedState, ProfiledState, TrajectoryState, TrajectoryUpdate
+from kernelblaster.graph.llm.agents import AgentFailed
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.kb.edits import AddOptimization, AddState, KBEdit, apply_edits
 from kernelblaster.kb.index import StateMatch
 from kernelblaster.kb.journal import ChangeId

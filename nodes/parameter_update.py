@@ -13,11 +13,12 @@ from typing import Annotated
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from kernelblaster.graph.agents import AgentFailed, Question
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import LearningNote, LearningStage, OptimizationState, RunUpdate, TokenUsage
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.progress import ProgressNote, write_note
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import LearningNote, LearningStage, OptimizationState, RunUpdate
+from kernelblaster.graph.llm.agents import AgentFailed, Question
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.kb.edits import (
     AddLesson,
     AddOptimization,

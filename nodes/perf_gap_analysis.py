@@ -10,9 +10,9 @@ from typing import Annotated
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, StringConstraints
 
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import LearningStage, OptimizationState, RunUpdate
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import LearningStage, OptimizationState, RunUpdate
 from kernelblaster.nodes.learning import ask_learning_role, iteration_steps, learning_note, skipped_note
 from kernelblaster.nodes.prompting import answer_limits, load_prompt
 from kernelblaster.nodes.step_evidence import render_evidence

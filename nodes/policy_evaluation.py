@@ -8,9 +8,9 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import LearningStage, OptimizationState, RunUpdate
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import LearningStage, OptimizationState, RunUpdate
 from kernelblaster.harness.problem import Problem
 from kernelblaster.nodes.learning import ask_learning_role, iteration_steps, skipped_note
 from kernelblaster.nodes.prompting import answer_limits, load_prompt

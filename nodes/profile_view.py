@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import KernelRef
-from kernelblaster.harness.profile import ProfileReport
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import KernelRef
+from kernelblaster.harness.profile.outcome import ProfileReport
 from kernelblaster.nodes.kernels import read_result
 
 

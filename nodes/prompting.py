@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from kernelblaster.graph.agents import Question, T
-from kernelblaster.graph.context import Role
+from kernelblaster.graph.llm.agents import Question, T
+from kernelblaster.graph.llm.roles import Role
 
 STATIC_FIELDS = frozenset({"pytorch_source", "problem", "header", "allowed_libraries", "precision", "catalogue",
                            "gpu", "targets", "starting_point"})

@@ -15,11 +15,11 @@ import hashlib
 
 from langgraph.runtime import Runtime
 
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.run_files import run_id_for
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import TrajectoryState, TrajectoryUpdate
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.progress import trajectory_note, write_note
+from kernelblaster.graph.core.run_files import run_id_for
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import TrajectoryState, TrajectoryUpdate
 
 NODE = "select_optimizations"
 

@@ -17,14 +17,15 @@ from pathlib import Path
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.preflight import check_started_run
-from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.run_files import RunFiles, default_run_dir, run_id_for, write_text_atomically
-from kernelblaster.graph.services import Services
-from kernelblaster.graph.state import BaselineSummary, OptimizationState, RunFacts, RunUpdate
-from kernelblaster.harness.profile import ProfileReport, top_kernels
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.preflight import check_started_run
+from kernelblaster.graph.core.progress import ProgressNote, write_note
+from kernelblaster.graph.core.run_files import RunFiles, default_run_dir, run_id_for
+from kernelblaster.graph.core.services import Services
+from kernelblaster.graph.core.state import BaselineSummary, OptimizationState, RunFacts, RunUpdate
+from kernelblaster.harness.profile.outcome import ProfileReport, top_kernels
 from kernelblaster.kb.operations import OperationKind
+from kernelblaster.tools.files import write_text_atomically
 
 PYTORCH_KERNELS_SHOWN = 3
 

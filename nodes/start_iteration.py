@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.state import OptimizationState, RunUpdate
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.progress import ProgressNote, write_note
+from kernelblaster.graph.core.state import OptimizationState, RunUpdate
 
 
 def start_iteration(state: OptimizationState, runtime: Runtime[RunContext]) -> RunUpdate:

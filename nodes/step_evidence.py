@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import difflib
 
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import KernelRef, StepRecord
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import KernelRef, StepRecord
 from kernelblaster.nodes.profile_view import profile_view
 
 DIFF_LINES = 60

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.progress import trajectory_note, write_note
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import Feedback, StepEnding, TokenUsage, TrajectoryState, TrajectoryUpdate
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.progress import trajectory_note, write_note
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import Feedback, StepEnding, TrajectoryState, TrajectoryUpdate
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.nodes.kernels import not_judged, soft_verify, verify_feedback, verify_on_gpu
 
 NODE = "verify"

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from kernelblaster.graph.agents import AgentFailed, Question
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.progress import ProgressNote, write_note
-from kernelblaster.graph.services import RunResources
-from kernelblaster.graph.state import OptimizationState, RunUpdate
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.progress import ProgressNote, write_note
+from kernelblaster.graph.core.services import RunResources
+from kernelblaster.graph.core.state import OptimizationState, RunUpdate
+from kernelblaster.graph.llm.agents import AgentFailed, Question
 from kernelblaster.nodes.briefing import gpu_section, precision_section, starting_point_section, targets_section
 from kernelblaster.nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
 from kernelblaster.nodes.prompting import load_prompt

@@ -81,6 +81,11 @@ def directory_problem(path: Path) -> str | None:
     return None
 
 
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write `text` so that a kill leaves the old file or the new one, never half of one."""
+    write_atomically(path, text.encode())
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace the file at `path` (or, for a symbolic link, the file it points to) with `data`."""
     target = Path(os.path.realpath(path))

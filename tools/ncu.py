@@ -3,7 +3,7 @@ run went, and export a finished report's "Details" page as CSV.
 
 Running the profiled program is the driver runner's job (it takes the wrapper argv built here); this
 module only ever runs `ncu --import` on a report that already exists. Reading the CSV is
-`tools.ncu_report`'s job, and writing what the agents read of it `tools.ncu_findings`'.
+`harness.profile.report`'s job, and writing what the agents read of it `harness.profile.findings`'.
 """
 
 from __future__ import annotations

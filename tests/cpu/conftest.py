@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
 
-from kernelblaster.graph import services
+from kernelblaster.graph.core import services
 from kernelblaster.kb.codec import decode
 from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.kb.schema import KBDocument

@@ -17,7 +17,7 @@ HEAVY = ("torch", "langgraph", "langchain_core", "chromadb", "openai")
 # Runs the CLI in a fresh interpreter and prints which heavy packages it imported.
 PROBE = """
 import json, sys
-from kernelblaster.graph.cli import main
+from kernelblaster.graph.app.cli import main
 try:
     status = main(sys.argv[1:])
 except SystemExit as exit_request:
@@ -49,7 +49,7 @@ def test_a_bad_flag_is_refused_before_anything_heavy_is_imported(tmp_path: Path)
 
 
 def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
-    from kernelblaster.graph.cli import main
+    from kernelblaster.graph.app.cli import main
 
     with pytest.raises(SystemExit) as exited:
         main(["--version"])

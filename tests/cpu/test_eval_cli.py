@@ -19,9 +19,9 @@ from kernelblaster.eval.baseline import run_baselines
 from kernelblaster.eval.problems import select_problems
 from kernelblaster.eval.results import DATABASE_NAME, SCHEMA_VERSION, ResultsDB
 from kernelblaster.eval.suite import create_suite
-from kernelblaster.graph.cli import main
-from kernelblaster.graph.services import Services
-from kernelblaster.harness.precision_policy import PrecisionPolicy
+from kernelblaster.graph.app.cli import main
+from kernelblaster.graph.core.services import Services
+from kernelblaster.kb.precision import PrecisionPolicy
 from kernelblaster.tools.errors import UserFacingError
 
 

@@ -16,8 +16,8 @@ from kernelblaster.eval.results import ProblemRow
 from kernelblaster.eval.runner import resume_suite, start_suite
 from kernelblaster.eval.suite import SuiteEnding, open_suite
 from kernelblaster.eval.suite_tokens import SuiteStopRequest, SuiteTokens
-from kernelblaster.graph.budget import TokenBudget
-from kernelblaster.graph.run_files import RunFiles
+from kernelblaster.graph.core.run_files import RunFiles
+from kernelblaster.graph.llm.budget import TokenBudget
 
 # Three iterations of one depth-2 trajectory: about 5,800 tokens per problem with the scripted agents. Two
 # problems run at once, so the suite passes this limit about half-way through its first two problems.

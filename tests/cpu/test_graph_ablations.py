@@ -19,7 +19,7 @@ from fixtures.graph.scenario import (
 from fixtures.graph.scripted_chat import Reply, ScriptedChatModel
 from langchain_core.messages import BaseMessage
 
-from kernelblaster.graph.context import Role
+from kernelblaster.graph.llm.roles import Role
 from kernelblaster.kb.codec import decode
 from kernelblaster.kb.journal import read_changes
 from kernelblaster.kb.paths import seed_kb_bytes

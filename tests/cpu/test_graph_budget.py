@@ -12,9 +12,9 @@ from fixtures.graph.fake_openai import FakeOpenAI, kernelblaster_roles, optimize
 from fixtures.graph.recorded_evaluator import EvaluationLog, SimulatedCrash, recorded_evaluators
 from fixtures.graph.scenario import PROBLEM
 
-from kernelblaster.graph.budget import TokenBudget, gate_for
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.services import Services
+from kernelblaster.graph.llm.budget import TokenBudget, gate_for
 
 
 def _spent_per_request(run_dir: Path) -> list[int]:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from fixtures.graph.fake_openai import FakeOpenAI, kernelblaster_roles, optimize_through
 
-from kernelblaster.graph.cost import Cost, ModelPrice, load_prices, parse_price, usage_cost
-from kernelblaster.graph.progress import Progress, ProgressDisplay, ProgressNote
-from kernelblaster.graph.state import TokenUsage
+from kernelblaster.graph.core.cost import Cost, ModelPrice, load_prices, parse_price, usage_cost
+from kernelblaster.graph.core.progress import Progress, ProgressDisplay, ProgressNote
+from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.tools.errors import UserFacingError
 
 PRICE = ModelPrice(input=2.0, output=8.0, cached_input=0.5)

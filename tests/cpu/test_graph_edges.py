@@ -28,9 +28,9 @@ from fixtures.graph.scripted_chat import (
 )
 from fixtures.kb.lookup import tried_optimization
 
-from kernelblaster.graph.context import Role
-from kernelblaster.graph.services import Services
-from kernelblaster.graph.state import StepRecord
+from kernelblaster.graph.core.services import Services
+from kernelblaster.graph.core.state import StepRecord
+from kernelblaster.graph.llm.roles import Role
 from kernelblaster.kb.edits import Deprecate
 from kernelblaster.kb.schema import OutcomeStats
 from kernelblaster.kb.store import KnowledgeBase

@@ -27,11 +27,12 @@ from fixtures.graph.recorded_evaluator import EvaluationLog, SimulatedCrash, rec
 from fixtures.graph.scenario import PROBLEM, small_context
 from fixtures.graph.scripted_chat import connection_error
 
-from kernelblaster.graph import api
-from kernelblaster.graph.agents import AgentFailed, Answer, Question
-from kernelblaster.graph.context import Role, RunContext
-from kernelblaster.graph.endpoint import RetryPolicy, connection_refused
-from kernelblaster.graph.services import RunResources, Services
+from kernelblaster.graph.app import api
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.services import RunResources, Services
+from kernelblaster.graph.llm.agents import AgentFailed, Answer, Question
+from kernelblaster.graph.llm.endpoint import RetryPolicy, connection_refused
+from kernelblaster.graph.llm.roles import Role
 from kernelblaster.nodes.kernels import SoftVerdict
 from kernelblaster.tools.errors import UserFacingError
 

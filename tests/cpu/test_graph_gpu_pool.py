@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kernelblaster.graph.gpu_pool import GpuPool
+from kernelblaster.graph.core.gpu_pool import GpuPool
 
 JOB_SECONDS = 0.05
 

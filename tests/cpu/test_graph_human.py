@@ -17,13 +17,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from kernelblaster.graph import api, services
-from kernelblaster.graph.checkpoint import serializer
-from kernelblaster.graph.cli import main
-from kernelblaster.graph.context import ROLES
+from kernelblaster.graph.app import api
+from kernelblaster.graph.app.checkpoint import serializer
+from kernelblaster.graph.app.cli import main
+from kernelblaster.graph.core import services
+from kernelblaster.graph.core.state import OptimizationInput
 from kernelblaster.graph.graph import compile_graph
-from kernelblaster.graph.human import parse_answer
-from kernelblaster.graph.state import OptimizationInput
+from kernelblaster.graph.llm.human import parse_answer
+from kernelblaster.graph.llm.roles import ROLES
 from kernelblaster.nodes.extract_state import StateReading
 from kernelblaster.nodes.kernels import SoftVerdict
 from kernelblaster.nodes.match_state import MatchDecision

@@ -23,9 +23,9 @@ from fixtures.graph.scenario import (
 )
 from fixtures.graph.scripted_chat import ScriptedChatModel
 
-from kernelblaster.graph import api
-from kernelblaster.graph.context import Role
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.app import api
+from kernelblaster.graph.core.services import Services
+from kernelblaster.graph.llm.roles import Role
 
 
 def _all_given_back(log: EvaluationLog) -> bool:

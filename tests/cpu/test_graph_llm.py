@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from fixtures.graph.scripted_chat import ScriptedChatModel, scripted_agent
 
-from kernelblaster.graph.agents import AgentFailed, Question
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.llm import chat_model, check_endpoint
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.llm.agents import AgentFailed, Question
+from kernelblaster.graph.llm.chat import chat_model, check_endpoint
+from kernelblaster.graph.llm.settings import LLMSettings
 from kernelblaster.nodes.kernels import CudaAnswer, SoftVerdict, check_cuda
 from kernelblaster.tools.errors import UserFacingError
 
@@ -129,9 +130,9 @@ def test_every_exchange_is_recorded_with_role_key_messages_answer_and_usage(tmp_
 
 
 def test_by_default_lowering_answers_in_text_and_the_analytic_roles_with_schemas() -> None:
-    context = RunContext()
-    assert context.protocol_for("lowering") == "text"
-    assert {context.protocol_for(role) for role in ("state_extractor", "soft_verifier", "parameter_update")} == {
+    llm = RunContext().llm_settings()
+    assert llm.protocol_for("lowering") == "text"
+    assert {llm.protocol_for(role) for role in ("state_extractor", "soft_verifier", "parameter_update")} == {
         "schema"}
 
 
@@ -139,7 +140,7 @@ def test_no_endpoint_is_a_one_line_error_naming_the_variables_and_flags(monkeypa
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     with pytest.raises(UserFacingError) as error:
-        check_endpoint(RunContext())
+        check_endpoint(RunContext().llm_settings())
     message = str(error.value)
     assert "\n" not in message
     assert all(name in message for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "--base-url", "--llm human"))
@@ -148,23 +149,29 @@ def test_no_endpoint_is_a_one_line_error_naming_the_variables_and_flags(monkeypa
 def test_a_base_url_alone_is_an_endpoint_and_a_human_needs_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    check_endpoint(RunContext(base_url="http://127.0.0.1:8000/v1"))
-    check_endpoint(RunContext(llm="human"))
+    check_endpoint(RunContext(base_url="http://127.0.0.1:8000/v1").llm_settings())
+    check_endpoint(RunContext(llm="human").llm_settings())
 
 
 def test_a_malformed_base_url_variable_is_a_one_line_error_like_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.setenv("OPENAI_BASE_URL", "notaurl")
     with pytest.raises(UserFacingError, match=r"^\$OPENAI_BASE_URL 'notaurl': expected an http:// or https:// URL"):
-        check_endpoint(RunContext())
+        check_endpoint(RunContext().llm_settings())
 
 
 def test_the_base_url_flag_stands_in_for_a_malformed_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "notaurl")
-    check_endpoint(RunContext(base_url="http://127.0.0.1:8000/v1"))
+    check_endpoint(RunContext(base_url="http://127.0.0.1:8000/v1").llm_settings())
 
 
 def test_each_role_gets_its_own_model_when_configured() -> None:
     context = RunContext(model="small-model", role_models={"lowering": "big-model"}, base_url="http://127.0.0.1:1/v1")
-    assert chat_model(context, "lowering").model_name == "big-model"
-    assert chat_model(context, "state_extractor").model_name == "small-model"
+    assert chat_model(context.llm_settings(), "lowering").model_name == "big-model"
+    assert chat_model(context.llm_settings(), "state_extractor").model_name == "small-model"
+
+
+def test_the_llm_settings_are_the_run_contexts_fields_of_the_same_names() -> None:
+    context = RunContext(model="m", role_models={"lowering": "big"}, temperature=0.3, llm_retries=5)
+    assert context.llm_settings().model_dump() == context.model_dump(include=set(LLMSettings.model_fields))
+    assert context.llm_settings().model_for("lowering") == "big"

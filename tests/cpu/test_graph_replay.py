@@ -12,8 +12,8 @@ from fixtures.graph.fake_openai import FakeOpenAI, kernelblaster_roles, optimize
 from fixtures.graph.recorded_evaluator import EvaluationLog, RecordedEvaluator, recorded_evaluators
 from fixtures.graph.scenario import PROBLEM
 
-from kernelblaster.graph import services
-from kernelblaster.graph.cli import main
+from kernelblaster.graph.app.cli import main
+from kernelblaster.graph.core import services
 from kernelblaster.kb.store import KnowledgeBase
 
 SHAPE = ["--iterations", "1", "--trajectories", "1", "--top-k", "3"]

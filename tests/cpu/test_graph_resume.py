@@ -21,7 +21,7 @@ from fixtures.graph.scenario import (
 )
 from fixtures.kb.lookup import optimization_of
 
-from kernelblaster.graph import api
+from kernelblaster.graph.app import api
 from kernelblaster.kb.edits import AddLesson
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.nodes.parameter_update import KBUpdate

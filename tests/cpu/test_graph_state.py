@@ -8,8 +8,8 @@ from typing import get_type_hints
 
 import pytest
 
-from kernelblaster.graph import state as graph_state
-from kernelblaster.graph.state import OptimizationState, RunUpdate, TrajectoryState, TrajectoryUpdate
+from kernelblaster.graph.core import state as graph_state
+from kernelblaster.graph.core.state import OptimizationState, RunUpdate, TrajectoryState, TrajectoryUpdate
 
 
 @pytest.mark.parametrize(("update", "state"), [(RunUpdate, OptimizationState), (TrajectoryUpdate, TrajectoryState)])

@@ -22,9 +22,9 @@ from fixtures.cli import folder_picture
 from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
 from fixtures.graph.scenario import small_context
 
-from kernelblaster.graph import api
-from kernelblaster.graph.cli import main
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.app import api
+from kernelblaster.graph.app.cli import main
+from kernelblaster.graph.core.services import Services
 
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 90

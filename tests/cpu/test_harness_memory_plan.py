@@ -126,3 +126,15 @@ def test_every_kernelbench_problem_gets_a_plan_on_an_h100(path: Path) -> None:
     assert plan.fits, plan.too_large_summary()
     assert plan.needed_bytes <= plan.available_bytes
     assert plan.rotating_sets >= 1 and plan.baseline_sets >= 1
+
+
+def test_a_small_problem_gets_float64_references() -> None:
+    assert plan_memory(sizes(0.01), H100, SEEDS).float64_references
+
+
+def test_float64_references_are_dropped_where_they_would_cost_a_rotating_set() -> None:
+    # A 6 GiB elementwise problem (KernelBench level1/19_ReLU's size): float64 copies would crowd out sets.
+    problem = sizes(6.0)
+    plan = plan_memory(problem, H100, SEEDS)
+    assert plan.fits and not plan.float64_references
+    assert plan.rotating_sets > 1

@@ -148,7 +148,7 @@ def test_a_kb_that_is_a_symbolic_link_is_written_through_and_stays_a_link(
     (tmp_path / "link.json").symlink_to("real.json")
     other = KnowledgeBase.create(tmp_path / "other.json")
     other.document.states.popitem()
-    other.save()
+    other.replace_document(other.document)
 
     assert kernelblaster(capsys, "kb", "import", "other.json", "--kb", "link.json").status == 0
     assert (tmp_path / "link.json").is_symlink()
@@ -170,7 +170,7 @@ def test_kb_diff_shows_a_changed_state_name_description_and_signature(tmp_path: 
     state_id, state = next(iter(kb.document.states.items()))
     kb.document.states[state_id] = state.model_copy(update={
         "name": "renamed", "description": "described anew", "signature": [0.5] * len(state.signature)})
-    kb.save()
+    kb.replace_document(kb.document)
     out = kernelblaster(capsys, "kb", "diff", snapshot, "--kb", "kb.json").out
     assert out.startswith(f"~ state {state_id}: name: {state.name} -> renamed; description: ")
     assert "-> described anew" in out and "signature changed" in out
@@ -181,7 +181,7 @@ def test_kb_diff_shows_where_a_long_description_changed(tmp_path: Path, capsys: 
     snapshot = kb.write_snapshot("run-1", 0)
     state_id, state = next(iter(kb.document.states.items()))
     kb.document.states[state_id] = state.model_copy(update={"description": state.description + " Edited."})
-    kb.save()
+    kb.replace_document(kb.document)
     out = kernelblaster(capsys, "kb", "diff", snapshot, "--kb", "kb.json").out
     old_end, new_end = state.description[-EXCERPT_CHARS:], (state.description + " Edited.")[-EXCERPT_CHARS:]
     assert out == f"~ state {state_id}: description: ...{old_end} -> ...{new_end}\n"

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from kernelblaster.harness.precision import PRECISION_POLICIES as HARNESS_POLICIES
 from kernelblaster.kb.edits import AddOptimization, apply_edits
 from kernelblaster.kb.paths import seed_kb_bytes
 from kernelblaster.kb.precision import PRECISION_POLICIES, check_precision_policy
@@ -66,11 +65,6 @@ def test_unknown_policy_is_a_value_error_naming_the_known_ones(seed: KBDocument)
         offered(seed, seed.states[TENSOR_CORE_STATE], "bf16")
     with pytest.raises(ValueError, match="unknown precision policy 'fp8'"):
         check_precision_policy("fp8")
-
-
-def test_kb_names_exactly_the_harness_policies_that_runs_are_configured_with() -> None:
-    # kb never imports harness, so it spells the names out itself; they must not drift apart.
-    assert HARNESS_POLICIES == PRECISION_POLICIES
 
 
 def test_technique_without_policies_is_valid_under_every_policy() -> None:

@@ -141,7 +141,7 @@ _SLOW_SAVER = textwrap.dedent(
     kb = KnowledgeBase.load(sys.argv[1])
     kb.document.states["memory_bandwidth_bound"].description = "Rewritten by the writer that gets killed."
     while True:
-        kb.save()
+        kb.replace_document(kb.document)
     """
 )
 
@@ -152,7 +152,7 @@ def _large_kb(path: Path, states: int) -> None:
     for number in range(states):
         copy = template.model_copy(deep=True, update={"id": f"state-{number}"})
         kb.document.states[copy.id] = PerformanceState.model_validate(copy.model_dump())
-    kb.save()
+    kb.replace_document(kb.document)
 
 
 def test_writer_killed_mid_write_leaves_the_previous_file_whole(tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ def test_next_write_clears_what_a_killed_writer_left(tmp_path: Path) -> None:
     abandoned = tmp_path / ".kb.json.abc123.partial"
     abandoned.write_bytes(b'{"half": ')
     kb = KnowledgeBase.load(path)
-    kb.save()
+    kb.replace_document(kb.document)
     assert not abandoned.exists()
     assert path.read_bytes() == encode(kb.document)
 

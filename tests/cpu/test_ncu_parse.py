@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelblaster.harness.profile.report import NcuReport, parse_details_csv, parse_number
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.ncu_report import NcuReport, parse_details_csv, parse_number
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 

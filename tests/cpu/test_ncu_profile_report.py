@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from kernelblaster.harness.profile import ProfileOutcome, ProfileReport, ProfileUnavailable, build_profile_report
+from kernelblaster.harness.profile.outcome import (
+    ProfileOutcome,
+    ProfileReport,
+    ProfileUnavailable,
+    build_profile_report,
+)
 from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
 from kernelblaster.tools.errors import UserFacingError
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.tools.ncu_findings import ranked_findings, render_findings
-from kernelblaster.tools.ncu_report import NcuReport, parse_details_csv
+from kernelblaster.harness.profile.findings import ranked_findings, render_findings
+from kernelblaster.harness.profile.report import NcuReport, parse_details_csv
 from kernelblaster.tools.text_sections import TextSections
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelblaster.graph.agents import AnswerFormatError
+from kernelblaster.graph.llm.agents import AnswerFormatError
 from kernelblaster.nodes.kernels import CudaAnswer
 
 CODE = '#include "kb_problem.h"\nextern "C" int kb_forward() { return 0; }\n'

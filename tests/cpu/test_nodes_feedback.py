@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelblaster.graph.state import Candidate
+from kernelblaster.graph.core.state import Candidate
 from kernelblaster.harness.result import EvalResult
 from kernelblaster.nodes.kernels import COMPILE_LOG_CHARS, compile_feedback, head_and_tail
 from kernelblaster.tools.nvcc import compile_object

@@ -23,8 +23,8 @@ from fixtures.kb.lookup import optimization_of
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, Field, StringConstraints
 
-from kernelblaster.graph.context import Role
-from kernelblaster.graph.state import LearningNote, LearningStage
+from kernelblaster.graph.core.state import LearningNote, LearningStage
+from kernelblaster.graph.llm.roles import Role
 from kernelblaster.kb.edits import AddLesson, AddOptimization, SetPrior
 from kernelblaster.kb.schema import Category
 from kernelblaster.kb.store import KnowledgeBase

@@ -15,8 +15,8 @@ from fixtures.graph.scenario import (
 )
 from fixtures.graph.scripted_chat import Reply, ScriptedChatModel, server_error
 
-from kernelblaster.graph.context import Role
-from kernelblaster.graph.state import StepRecord
+from kernelblaster.graph.core.state import StepRecord
+from kernelblaster.graph.llm.roles import Role
 from kernelblaster.kb.schema import Category
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.nodes.match_state import MatchDecision, NewState, ProposedOptimization

@@ -27,8 +27,8 @@ from fixtures.graph.scenario import (
 from fixtures.graph.scripted_chat import ScriptedChatModel
 from langchain_core.messages import BaseMessage
 
-from kernelblaster.graph.state import RunFacts
-from kernelblaster.harness.profile import KernelShare
+from kernelblaster.graph.core.state import RunFacts
+from kernelblaster.harness.profile.outcome import KernelShare
 from kernelblaster.kb.journal import read_changes
 from kernelblaster.nodes.briefing import gpu_section, precision_section, pytorch_kernels_line
 from kernelblaster.nodes.kernels import CudaAnswer

@@ -35,8 +35,9 @@ from fixtures.graph.scenario import (
     small_context,
 )
 
-from kernelblaster.graph import api, services
-from kernelblaster.graph.run_files import RunFiles
+from kernelblaster.graph.app import api
+from kernelblaster.graph.core import services
+from kernelblaster.graph.core.run_files import RunFiles
 from kernelblaster.harness import requirements
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.tools.errors import UserFacingError

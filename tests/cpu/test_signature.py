@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from kernelblaster.harness.signature import (
+from kernelblaster.harness.profile.report import KernelProfile, NcuReport, parse_details_csv
+from kernelblaster.harness.profile.signature import (
     STALL_NAMES,
     describe_signature,
     kernel_features,
     signature_from_report,
 )
 from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
-from kernelblaster.tools.ncu_report import KernelProfile, NcuReport, parse_details_csv
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 STALL_FIELDS = [*STALL_NAMES, "stall_other"]

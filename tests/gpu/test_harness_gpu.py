@@ -23,7 +23,7 @@ from gpu.cases import ACCEPTED, EXAMPLES, REJECTED, SWISH, AcceptCase, CheatCase
 from kernelblaster.harness import verify
 from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions, evaluate_candidate
 from kernelblaster.harness.problem import load_problem
-from kernelblaster.harness.profile import ProfileReport
+from kernelblaster.harness.profile.outcome import ProfileReport
 from kernelblaster.kb.signature_fields import SIGNATURE_FIELDS
 
 pytestmark = pytest.mark.gpu

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from gpu.human_run import ANSWERS_BY_ROLE, CANDIDATES, kernelblaster, start_human_run
 
-from kernelblaster.graph import api
+from kernelblaster.graph.app import api
 
 pytestmark = pytest.mark.gpu
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 from fixtures.graph.e2e_driver import PROBLEM, scripted_services
 
-from kernelblaster.graph.api import Run
-from kernelblaster.graph.context import RunContext
+from kernelblaster.graph.app.api import Run
+from kernelblaster.graph.core.context import RunContext
 from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.kb.store import KnowledgeBase

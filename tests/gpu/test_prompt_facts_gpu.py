@@ -14,7 +14,7 @@ import torch
 from gpu.cases import KERNELBENCH
 from gpu.human_run import ANSWERS_BY_ROLE, kernelblaster, start_human_run
 
-from kernelblaster.graph import api
+from kernelblaster.graph.app import api
 from kernelblaster.harness.evaluate import detect_arch
 from kernelblaster.harness.gpu_facts import read_gpu_facts
 

@@ -13,7 +13,7 @@ import pytest
 from gpu.cases import EXAMPLES
 
 from kernelblaster.harness.evaluate import EvalOptions, evaluate_candidate
-from kernelblaster.harness.profile import ProfileReport
+from kernelblaster.harness.profile.outcome import ProfileReport
 from kernelblaster.tools.sandbox import SandboxView, require_sandbox
 
 pytestmark = pytest.mark.gpu

@@ -20,9 +20,9 @@ from fixtures.graph.scripted_chat import ScriptedChatModel, ScriptedChatModels
 from gpu.cases import EXAMPLES, SANITIZED, SOFTMAX, SWISH, SanitizerCase
 from langchain_core.messages import BaseMessage
 
-from kernelblaster.graph.api import Run
-from kernelblaster.graph.context import RunContext
-from kernelblaster.graph.services import Services
+from kernelblaster.graph.app.api import Run
+from kernelblaster.graph.core.context import RunContext
+from kernelblaster.graph.core.services import Services
 from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions, evaluate_candidate
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.kb.store import KnowledgeBase
