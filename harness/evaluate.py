@@ -56,12 +56,25 @@ from kernelblaster.harness.problem import Problem, load_problem
 from kernelblaster.harness.profile.outcome import ProfileOutcome
 from kernelblaster.harness.profile.run import profile_candidate, profile_pytorch
 from kernelblaster.harness.references import FLOAT64_FLOP_LIMIT, ReferenceCache
-from kernelblaster.harness.result import BaselineTiming, CandidateTiming, CompileSummary, EvalResult, Roofline, Speedup
+from kernelblaster.harness.result import (
+    BaselineTiming,
+    CandidateTiming,
+    CheckResult,
+    CompileSummary,
+    EvalResult,
+    Roofline,
+    Speedup,
+)
 from kernelblaster.harness.roofline import below_compute_floor, peaks_for_device, roofline_check, roofline_for
 from kernelblaster.harness.sanitize_run import SanitizedCall, require_sanitizer, sanitize_call
 from kernelblaster.harness.timing import (
+    BatchChecks,
+    RoundTrip,
+    TimedInputs,
+    TrustedBatches,
     flush_and_sync_ms,
     flush_bytes,
+    measure_round_trip,
     stream_escape_check,
     time_candidate,
     wall_seconds,
@@ -71,8 +84,8 @@ from kernelblaster.harness.verify import (
     DriverFailure,
     Verification,
     VerificationContext,
-    check_timed_outputs,
     extra_verification,
+    timed_set_failure,
     verify_candidate,
 )
 from kernelblaster.kb.operations import OperationKind
@@ -166,6 +179,7 @@ class CandidateEvaluator:
         self.spec = self.analysis.spec
         self.header = generate_header(self.spec)
         self._calibrated_allowance: ClaimAllowance | None = None
+        self._round_trip: RoundTrip | None = None
 
     # -- the stages ---------------------------------------------------------------------------------------
     def evaluate(self, source: str, label: str) -> EvalResult:
@@ -288,14 +302,17 @@ class CandidateEvaluator:
     def _claim_allowance(self, sets: list[SharedSet]) -> ClaimAllowance:
         """How much unclaimed time a timing request on `sets` may take per call: the driver's own work around
         each call, measured once per evaluator by timing the trusted null candidate on the same buffers (it
-        grows with the outputs, which are poisoned and fingerprinted at every call)."""
-        if self._calibrated_allowance is None:
+        grows with the outputs, which are poisoned and fingerprinted at every call). The same null driver
+        gives the round trip of an empty batch that the trusted batch clock subtracts (`_round_trip`)."""
+        if self._calibrated_allowance is None or self._round_trip is None:
             null = self.build(NULL_CANDIDATE.read_text(), "trusted-null-candidate")
             if not null.ok:
                 raise RuntimeError(f"the harness's null candidate did not build: {null.result and null.result.summary}")
             with self._driver(null, sets, allowance=None) as session:
                 elapsed = [_timed_request_ms(session, len(sets), calls, self.options.timeout_s)
                            for calls in CALIBRATION_CALLS]
+                self._round_trip = measure_round_trip(session, torch.device("cuda", self._require_gpu()),
+                                                      self.options.timeout_s)
             per_call = max((elapsed[1] - elapsed[0]) / (CALIBRATION_CALLS[1] - CALIBRATION_CALLS[0]),
                            flush_and_sync_ms(self._require_gpu()))
             self._calibrated_allowance = ClaimAllowance(per_call_ms=CLAIM_CALL_FACTOR * per_call
@@ -398,12 +415,33 @@ class CandidateEvaluator:
         return verify_candidate(session, shared, self._verification_context())
 
     def _time(self, session: DriverSession, sets: list[SharedSet]) -> Measurement:
-        _fill_with_seeds(self.references, sets)
+        """The event timing (the score), then the trusted batches that bound it and check the timed calls
+        (harness/timing.py); a median the harness's clock contradicts is `forged_result`."""
+        _fill_with_timing_cases(self.references, sets)
+        inputs = TimedInputs(sets)  # digested as filled: the event-timed calls must leave them so too
         timing = time_candidate(session, list(range(len(sets))), self.options.timeout_s)
         escape = stream_escape_check(timing)
         if not escape.passed:
             return Measurement(timing, [escape])
-        return Measurement(timing, [escape, check_timed_outputs(sets, self._verification_context())])
+        assert self._round_trip is not None, "the null candidate's calibration comes first"
+        context = self._verification_context()
+        checks = BatchChecks(outputs=lambda index: timed_set_failure(index, sets[index], context),
+                             inputs=inputs.unchanged, prepare=inputs.change)
+        flush = torch.empty(flush_bytes(self._require_gpu()), dtype=torch.uint8, device=f"cuda:{self.gpu}")
+        outcome = TrustedBatches(session, sets, checks, self._round_trip, self.options.timeout_s).run(
+            timing.event.median_ms, flush)
+        del flush
+        if outcome.forged is not None:
+            raise session.reject(outcome.forged)
+        if outcome.failed is not None:
+            return Measurement(timing, [escape, outcome.failed])
+        assert outcome.timing is not None
+        timing = timing.model_copy(update={"trusted": outcome.timing})
+        return Measurement(timing, [escape, CheckResult(
+            name="timed_outputs", passed=True,
+            detail=f"{outcome.timing.checked_batches} of {outcome.timing.batches} batches of timed calls, chosen "
+                   f"after they ran, gave complete, correct outputs on all {len(sets)} sets; inputs unchanged "
+                   "after every batch")])
 
     def _sanitize(self, built: BuildStage, shared: SharedSet,
                   tools: tuple[SanitizerTool, ...]) -> list[SanitizerResult]:
@@ -436,7 +474,8 @@ class CandidateEvaluator:
     def _warm_references_in_background(self) -> threading.Thread | None:
         if self.gpu is None or not self.plan.fits or self.plan.references != "cached":
             return None
-        thread = threading.Thread(target=_warm_quietly, args=(self.references,), name="warm-references", daemon=True)
+        thread = threading.Thread(target=_warm_quietly, name="warm-references", daemon=True,
+                                  args=(self.references, self.options.precision == "strict", self.plan.rotating_sets))
         thread.start()
         return thread
 
@@ -471,7 +510,7 @@ def evaluate_candidate(problem_path: Path | str, candidate_path: Path | str, opt
 
 
 def _fill_with_seeds(references: ReferenceCache, sets: list[SharedSet]) -> None:
-    """Verification left special values in set 0; every set gets ordinary seeded values for timing."""
+    """Ordinary seeded values in every set (verification left special values in set 0)."""
     for index, shared in enumerate(sets):
         case = references.seed_case(references.seeds[index % len(references.seeds)])
         shared.fill(case.tensor_args, case.params)
@@ -479,10 +518,20 @@ def _fill_with_seeds(references: ReferenceCache, sets: list[SharedSet]) -> None:
     torch.cuda.synchronize(references.gpu)
 
 
-def _warm_quietly(references: ReferenceCache) -> None:
+def _fill_with_timing_cases(references: ReferenceCache, sets: list[SharedSet]) -> None:
+    """Every set gets a timing case of its own (seeds verification never uses): timing and verification calls
+    run on the same sets, and no set is verification's alone."""
+    for index, shared in enumerate(sets):
+        case = references.timing_case(index)
+        shared.fill(case.tensor_args, case.params)
+        del case  # before the next is computed: a per-case cache holds one at a time
+    torch.cuda.synchronize(references.gpu)
+
+
+def _warm_quietly(references: ReferenceCache, strict: bool, timing_sets: int) -> None:
     """Compute the references ahead; a failure here recurs, and is reported, when the case is needed."""
     with contextlib.suppress(Exception):
-        references.warm()
+        references.warm(strict, timing_sets)
 
 
 def _release_gpu_memory() -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from kernelblaster.harness.dtypes import dtype_info
-from kernelblaster.harness.references import SPECIAL_CASES, ReferenceHolding
+from kernelblaster.harness.references import SPECIAL_CASES, STRICT_CASES, ReferenceHolding
 from kernelblaster.harness.spec import ProblemSpec, TensorSpec
 
 GIB = 1 << 30
@@ -75,7 +75,8 @@ class MemoryPlan(BaseModel):
     fits: bool = Field(description="False when even one argument set with one reference case does not fit: "
                                    "the verdict is then `too_large`")
     rotating_sets: int = Field(description="Shared input/param/output sets the candidate's timing rotates over "
-                                           "(verification uses the first); 0 when it does not fit")
+                                           "(verification uses the first); each holds a timing case of its own and is "
+                                           "in every trusted batch; 0 when it does not fit")
     references: ReferenceHolding = Field(description="`cached`: reference cases computed once and kept for every "
                                                      "candidate; `per_case`: each case computed when checked, "
                                                      "then dropped")
@@ -113,7 +114,7 @@ def _plan(sizes: ProblemSizes, gpu: GpuMemory, seeds: int, float64: bool) -> Mem
     fixed = DRIVER_CONTEXT_BYTES + flush + workspace + int(SAFETY_SHARE * gpu.free_bytes)
     per_case = fixed + _per_case_reference_bytes(sizes, float64)
     sets = _sets_that_fit(sizes.set_bytes, per_case, gpu.free_bytes)
-    cached_cases = _case_count(sizes, seeds) * _case_bytes(sizes)
+    cached_cases = (_case_count(sizes, seeds) + sets) * _case_bytes(sizes)  # a timing case per rotating set
     cached = (fixed + cached_cases + _computing_bytes(sizes, float64) + _comparing_bytes(sizes)
               + sets * sizes.set_bytes)
     caching = cached_cases <= CACHE_SHARE * gpu.free_bytes and cached <= gpu.free_bytes
@@ -171,7 +172,7 @@ def _per_case_reference_bytes(sizes: ProblemSizes, float64: bool) -> int:
 
 
 def _case_count(sizes: ProblemSizes, seeds: int) -> int:
-    return seeds + (len(SPECIAL_CASES) if sizes.float_inputs else 0)
+    return seeds + (len(SPECIAL_CASES) + len(STRICT_CASES) if sizes.float_inputs else 0)
 
 
 def _sets_that_fit(set_bytes: int, other_bytes: int, free_bytes: int) -> int:

@@ -14,6 +14,7 @@ each kind of special value reaches (harness/special_values.py), so a candidate i
 from __future__ import annotations
 
 import copy
+import secrets
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,11 +72,52 @@ class ReferenceCase:
         return self.conditioning[index] if self.conditioning is not None else None
 
 
+# Special values sit at random places (drawn per process, so no kernel can know them), many per tensor.
+SPECIAL_VALUES_PER_ELEMENTS = 4096
+MIN_SPECIAL_VALUES, MAX_SPECIAL_VALUES = 3, 64
+WIDE_RANGE_EXPONENT = 8  # wide-range inputs: each element times 2**k, k uniform in [-8, 8] (exact in floats)
+
+
+def _random_positions(numel: int, count: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(secrets.randbits(63))
+    return torch.randperm(numel, generator=generator)[: min(count, numel)]
+
+
 def _with_special_values(tensor: torch.Tensor) -> None:
+    """NaN, +Inf and -Inf in turn at many random places."""
     flat = tensor.view(-1)
-    positions = [0, flat.numel() // 2, flat.numel() - 1][: flat.numel()]
-    for position, value in zip(positions, (float("nan"), float("inf"), float("-inf")), strict=False):
-        flat[position] = value
+    count = max(MIN_SPECIAL_VALUES, min(MAX_SPECIAL_VALUES, flat.numel() // SPECIAL_VALUES_PER_ELEMENTS))
+    positions = _random_positions(flat.numel(), count).to(flat.device)
+    values = torch.tensor([float("nan"), float("inf"), float("-inf")], dtype=flat.dtype, device=flat.device)
+    flat[positions] = values[torch.arange(positions.numel(), device=flat.device) % 3]
+
+
+def _one_nan(tensor: torch.Tensor) -> None:
+    """A single NaN at a random place: a kernel that skips part of its work can miss it."""
+    flat = tensor.view(-1)
+    if flat.numel():
+        flat[int(_random_positions(flat.numel(), 1)[0])] = float("nan")
+
+
+def _one_large(tensor: torch.Tensor) -> None:
+    """One value 1000 times the tensor's largest magnitude, of the element's sign, at a random place: it
+    dominates any sum it is part of, so a reduction that skips terms is off by it."""
+    flat = tensor.view(-1)
+    if flat.numel() == 0:
+        return
+    position = int(_random_positions(flat.numel(), 1)[0])
+    largest = float(flat.abs().max()) if bool(flat.isfinite().all()) else 1.0
+    flat[position] = (-1.0 if float(flat[position]) < 0 else 1.0) * LARGE_SCALE * max(largest, 1e-3)
+
+
+def _zero_mean(tensor: torch.Tensor) -> None:
+    tensor.sub_(tensor.mean())
+
+
+def _wide_range(tensor: torch.Tensor) -> None:
+    generator = torch.Generator().manual_seed(secrets.randbits(63))
+    exponents = torch.randint(-WIDE_RANGE_EXPONENT, WIDE_RANGE_EXPONENT + 1, tuple(tensor.shape), generator=generator)
+    tensor.mul_(torch.pow(2.0, exponents.to(torch.float64)).to(device=tensor.device, dtype=tensor.dtype))
 
 
 # Each transform changes a floating-point input in place (the instance is made for the case alone).
@@ -83,8 +125,18 @@ SPECIAL_CASES: tuple[tuple[str, Callable[[torch.Tensor], object]], ...] = (
     (f"inputs scaled by {LARGE_SCALE:g}", lambda t: t.mul_(LARGE_SCALE)),
     (f"inputs scaled by {TINY_SCALE:g}", lambda t: t.mul_(TINY_SCALE)),
     ("negated inputs", lambda t: t.neg_()),
-    ("NaN, +Inf and -Inf in the inputs", _with_special_values),
+    ("NaN, +Inf and -Inf at random places in the inputs", _with_special_values),
+    ("one NaN at a random place in each input", _one_nan),
+    ("one large value at a random place in each input", _one_large),
 )
+# Under `strict` only, and only where the problem's domain allows (a case whose reference has non-finite
+# outputs is skipped): inputs that make plain fp32 arithmetic, not luck on positive inputs, the requirement.
+STRICT_CASES: tuple[tuple[str, Callable[[torch.Tensor], object]], ...] = (
+    ("zero-mean inputs", _zero_mean),
+    (f"wide-range inputs (each element times 2^k, |k| <= {WIDE_RANGE_EXPONENT})", _wide_range),
+)
+# Timing cases are seeds never used by verification, drawn per process.
+_TIMING_SEED_BASE = (1 << 40) + secrets.randbits(40)
 
 
 def is_float_tensor(value: object) -> bool:
@@ -104,22 +156,51 @@ class ReferenceCache:
     def seed_case(self, seed: int) -> ReferenceCase:
         return self._case(f"seed {seed}", lambda: self._compute(seed, None))
 
-    def special_labels(self) -> list[str]:
-        """Labels of the special-value cases; none when the problem has no floating-point input."""
-        return [label for label, _ in SPECIAL_CASES] if self.float_inputs else []
+    def special_labels(self, strict: bool = False) -> list[str]:
+        """Labels of the special-value cases (with `strict`, also the strict-only ones); none when the problem has
+        no floating-point input."""
+        cases = SPECIAL_CASES + (STRICT_CASES if strict else ())
+        return [label for label, _ in cases] if self.float_inputs else []
 
     def special_case(self, label: str) -> ReferenceCase:
-        transform = dict(SPECIAL_CASES)[label]
+        transform = dict(SPECIAL_CASES + STRICT_CASES)[label]
         return self._case(label, lambda: self._compute(self.seeds[0], (label, transform)))
 
-    def warm(self) -> None:
-        """Compute every case now when they are kept (e.g. in a thread while the candidate compiles)."""
+    def timing_case(self, index: int) -> ReferenceCase:
+        """The case timing set `index` is filled with: a seed verification never uses, secret to the driver."""
+        seed = _TIMING_SEED_BASE + index
+        return self._case(f"timing case {index}", lambda: self._relabelled(seed, f"timing case {index}"))
+
+    def timing_reference(self, index: int, tensor_args: list[torch.Tensor]) -> ReferenceCase:
+        """What timing case `index` must give on `tensor_args` (its set's contents now: the timing changes them
+        between batches), judged as every case is (`compute_case`), computed now and never kept. The forward
+        runs on copies, so a problem that writes its inputs cannot change the set."""
+        instance = instantiate(self.problem, _TIMING_SEED_BASE + index, f"cuda:{self.gpu}")
+        slots: list[Any] = [None if isinstance(a, torch.Tensor) else a for a in instance.args]
+        is_tensor = [isinstance(a, torch.Tensor) for a in instance.args]
+        instance.args = []  # the instance's own inputs go before the copies come: one set of inputs at a time
+        given = iter(tensor_args)
+        instance.args = [next(given).clone() if tensor else slot for slot, tensor in zip(slots, is_tensor, strict=True)]
+        case = compute_case(instance, None, self.float64)
+        case.label = f"timing case {index}, changed at random places"
+        return case
+
+    def _relabelled(self, seed: int, label: str) -> ReferenceCase:
+        case = self._compute(seed, None)
+        case.label = label
+        return case
+
+    def warm(self, strict: bool = False, timing_sets: int = 0) -> None:
+        """Compute every case now when they are kept (e.g. in a thread while the candidate compiles): the seeds,
+        the special values (with `strict`, the strict-only ones too) and `timing_sets` timing cases."""
         if self.holding != "cached":
             return
         for seed in self.seeds:
             self.seed_case(seed)
-        for label in self.special_labels():
+        for label in self.special_labels(strict):
             self.special_case(label)
+        for index in range(timing_sets):
+            self.timing_case(index)
 
     def _case(self, label: str, compute: Callable[[], ReferenceCase]) -> ReferenceCase:
         if self.holding != "cached":

@@ -36,6 +36,21 @@ class CheckResult(BaseModel):
     detail: str = Field(description="What was found, written for the lowering agent to act on")
 
 
+class TrustedTiming(BaseModel):
+    """The harness's own clock on the candidate's calls (harness/timing.py): batches of back-to-back calls, one
+    per rotating set, timed from the request to a snapshot of their outputs, less a round trip measured on the
+    harness's null candidate. Only batches whose every output was then checked count."""
+
+    per_call_ms: float = Field(description="The lowest per-call time of the checked batches, ms: the event median "
+                                           "may not lie further below it than `tolerance_ms`")
+    tolerance_ms: float = Field(description="How far below `per_call_ms` the event median may lie: 5% of it, or the "
+                                            "round trip's measured jitter per call where that is larger, ms")
+    round_trip_ms: float = Field(description="The fastest empty batch on the null candidate's driver, ms")
+    batches: int = Field(description="Batches run")
+    checked_batches: int = Field(description="Batches whose outputs were all checked (chosen after they ran)")
+    calls_per_batch: int = Field(description="Calls in each batch: one per rotating set")
+
+
 class CandidateTiming(BaseModel):
     """The candidate timed through the driver: CUDA events on the stream it was given, around each call."""
 
@@ -48,6 +63,8 @@ class CandidateTiming(BaseModel):
                                               "done (work escaped the timed stream); any fails `stream_escape`")
     policy_windows: int = Field(description="Calls that left an L2 access-policy window on the stream; each was "
                                             "cleared before the next call, so it could not outlast the flush")
+    trusted: TrustedTiming | None = Field(default=None, description="The harness's own clock on batches of the "
+                                                                    "candidate's calls, which bounds `event`")
 
 
 class BaselineTiming(BaseModel):

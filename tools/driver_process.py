@@ -139,6 +139,11 @@ class RunRequest(BaseModel):
     set_index: int = Field(ge=0, serialization_alias="set")
 
 
+class BatchRequest(BaseModel):
+    cmd: Literal["batch"] = "batch"
+    sets: list[int] = Field(default_factory=list)
+
+
 class TimeRequest(BaseModel):
     cmd: Literal["time"] = "time"
     warmup: int = Field(ge=0)
@@ -158,7 +163,7 @@ class ExitRequest(BaseModel):
     cmd: Literal["exit"] = "exit"
 
 
-DriverRequest = SetupRequest | RunRequest | TimeRequest | ProfileRequest | ExitRequest
+DriverRequest = SetupRequest | RunRequest | BatchRequest | TimeRequest | ProfileRequest | ExitRequest
 
 
 class DriverReply(BaseModel):
@@ -169,6 +174,12 @@ class DriverReply(BaseModel):
     error: str | None = None
     fatal: bool = False
     rc: int | None = None
+
+
+class BatchReply(DriverReply):
+    """The calls a batch made (one per listed set)."""
+
+    calls: int = Field(ge=0)
 
 
 class TimingReply(DriverReply):
@@ -410,6 +421,18 @@ class DriverSession:
     def run(self, set_index: int, timeout_s: float) -> None:
         """One kb_forward call on a tensor set, synchronised and checked for CUDA errors."""
         self._request(RunRequest(set_index=set_index), DriverReply, timeout_s)
+
+    def batch(self, sets: list[int], timeout_s: float) -> None:
+        """One call per listed set, back to back, then one device-wide synchronise (an empty list: only the
+        synchronise). The caller clocks it (harness/timing.py): nothing in the reply is a time."""
+        reply = self._request(BatchRequest(sets=sets), BatchReply, timeout_s)
+        if reply.calls != len(sets):
+            raise self._forged(f"a batch of {len(sets)} calls was answered as {reply.calls} calls")
+
+    def reject(self, reason: str) -> DriverForged:
+        """Kill the driver for a result the harness found to be forged (its own measurements contradict the
+        driver's claims); the caller raises what this returns."""
+        return self._forged(reason)
 
     def time(self, sets: list[int], warmup: int, iters: int, flush: bool, timeout_s: float,
              poison: bool = True) -> TimingReply:

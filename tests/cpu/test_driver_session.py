@@ -77,6 +77,16 @@ def test_run_and_profile_name_the_set_with_the_key_set(tmp_path: Path) -> None:
     assert profile == {"cmd": "profile", "warmup": 3, "set": 1, "seq": 2}
 
 
+def test_batch_names_its_sets_in_order_with_the_key_sets(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    with fake_session(request_log=log) as session:
+        session.batch([2, 0, 1], timeout_s=10)
+        session.batch([], timeout_s=10)
+    first, empty = (json.loads(line) for line in log.read_text().splitlines()[:2])
+    assert first == {"cmd": "batch", "sets": [2, 0, 1], "seq": 1}
+    assert empty == {"cmd": "batch", "sets": [], "seq": 2}
+
+
 def test_time_returns_one_event_sample_per_timed_call_and_the_escape_counts(tmp_path: Path) -> None:
     log = tmp_path / "requests.jsonl"
     with fake_session(request_log=log) as session:
@@ -180,6 +190,14 @@ def test_a_second_reply_to_one_request_is_a_forgery() -> None:
     with pytest.raises(DriverForged, match="forged reply"), fake_session("twice") as session:
         session.run(0, timeout_s=10)
         session.run(0, timeout_s=10)
+
+
+def test_a_result_the_harness_rejects_kills_the_driver_and_names_the_reason() -> None:
+    with fake_session() as session:
+        pid = session.pid
+        forged = session.reject("a median below the harness's own clock")
+        assert pid is not None and process_ended(pid)
+    assert isinstance(forged, DriverForged) and forged.reason == "a median below the harness's own clock"
 
 
 def test_a_reply_numbered_for_another_request_is_a_forgery_and_the_driver_is_killed() -> None:

@@ -50,6 +50,10 @@ class PythonDriver:
         for buffer, value in zip(self.shared.outputs, outputs, strict=True):
             buffer.tensor.copy_(value)
 
+    def batch(self, sets: list[int], timeout_s: float) -> None:
+        for index in sets:  # verification's batches hold set 0, the only one here
+            self.run(index, timeout_s)
+
 
 def cpu_buffer(spec: TensorSpec) -> SharedBuffer:
     raw = torch.zeros(spec.numel * dtype_info(spec.dtype).itemsize, dtype=torch.uint8)
@@ -130,18 +134,18 @@ def test_the_gemm_sum_rewrite_passes_extra_verification(monkeypatch: pytest.Monk
 
 def test_a_kernel_right_only_on_the_verification_cases_fails_extra_verification(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    known: list[torch.Tensor] = []
+    # Right on every case verification shows it (special values sit at places drawn anew for each case, so it
+    # cannot know them in advance: it is told when verification is over), wrong on any other.
+    verifying = [True]
 
     def memorised(inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
-        if any(torch.allclose(inputs[0], x, rtol=0.0, atol=0.0, equal_nan=True) for x in known):
+        if verifying[0]:
             return gemm_sum_rewrite(inputs, params)
         return [inputs[0][:, :-8] @ params[0][:, :-8].sum(dim=0).unsqueeze(1) * 0.75]  # skips work elsewhere
 
     session, shared, context = setup(GEMM_SUM, memorised, monkeypatch)
-    cases = context.references
-    known += [cases.seed_case(seed).tensor_args[0] for seed in SEEDS]
-    known += [cases.special_case(label).tensor_args[0] for label in cases.special_labels()]
     assert verify_candidate(session, shared, context).passed
+    verifying[0] = False
     check = extra_verification(session, shared, context)
     assert not check.passed and check.name == "extra_verification"
     assert "extra verification below the compute floor" in check.detail

@@ -9,7 +9,8 @@ its attack alone. A refused candidate is compiled as it is.
 - `at_load`: what happens when its built driver starts in the sandbox (no GPU needed: load-time code runs
   before CUDA): "blocked" (the launcher's filter ends the process, naming `blocked_call`), "forged"
   (replies arrive before their request) or "starts" (the attack, if any, fails quietly).
-- `verdicts`: the verdicts a GPU evaluation may give.
+- `verdicts`: the verdicts a GPU evaluation may give; `reason`, words its summary must contain (caught for the
+  reason the candidate tests, not another).
 - `sanitized`: for an attack on compute-sanitizer's report, the checker and the verdicts an evaluation under
   it (`--sanitize`) may give.
 - `profiled`: an attack on ncu's report, made while it is profiled (the evaluation's verdict is `verdicts`).
@@ -40,6 +41,8 @@ class HostileCase:
     honest_min_ms: float | None = None
     sanitized: tuple[str, frozenset[str]] | None = None
     profiled: bool = False
+    # Words the verdict's summary must contain: the candidate was caught for the reason it was written to test.
+    reason: str | None = None
 
     @property
     def source(self) -> Path:
@@ -128,6 +131,15 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _against_checker("checker_log_flood", "memcheck", "sanitizer_error"),
     _against_checker("checker_log_forged_clean", "memcheck", "sanitizer_error"),
     HostileCase("ncu_report_symlink", None, "starts", None, frozenset({"ok"}), profiled=True),
+    # Timing and checks: the harness's own clock and checks it cannot predict.
+    HostileCase("forge_median_event_rewrite", None, "starts", None, frozenset({"forged_result"}),
+                reason="the harness's own clock"),
+    HostileCase("skip_unwatched_calls", None, "starts", None, frozenset({"incorrect"}),
+                reason="failed check 'timed_outputs'"),
+    HostileCase("cache_sampled_inputs", None, "starts", None, frozenset({"incorrect"}),
+                reason="failed check 'timed_outputs'"),
+    HostileCase("nan_zeroed_off_fixed_places", None, "starts", None, frozenset({"incorrect"}),
+                reason="failed check 'special_values'"),
 )
 
 BUILT_CASES = tuple(case for case in HOSTILE_CASES if case.refused_by is None)
