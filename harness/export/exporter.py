@@ -110,14 +110,14 @@ def export_torch(kernel: KernelExport, out: Path, *, force: bool = False) -> lis
     _check_replaceable_directory(out, force)
     files = {
         "__init__.py": _render("package_init.py.txt", {
-            "PROBLEM": kernel.name, "PACKAGE": package, "OP": kernel_op_name(kernel).replace("::", "."),
+            "PROBLEM": kernel.name, "PACKAGE": package, "OP": kernel_op_name(kernel, package).replace("::", "."),
             "ARCH": kernel.arch, "PRECISION": kernel.precision}),
         "problem.py": kernel.problem_source,
         "kernel.cu": kernel.source,
         "kb_problem.h": kernel.header,
         "kb_abi.h": ABI_HEADER.read_text(),
         "binding.cpp": binding_source(kernel, abi='#include "kb_abi.h"', module=_PYBIND_MODULE),
-        "kernel.json": json.dumps(_kernel_record(kernel), indent=1) + "\n",
+        "kernel.json": json.dumps(_kernel_record(kernel, package), indent=1) + "\n",
     }
     staging = out.parent / f".{out.name}.export-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -164,8 +164,10 @@ def kernelbench_refused_lines(text: str) -> list[str]:
     return found
 
 
-def kernel_op_name(kernel: KernelExport) -> str:
-    return f"kernelblaster::{kernel.identifier}"
+def kernel_op_name(kernel: KernelExport, package: str) -> str:
+    """The op's name: its package's, so two packages of one kernel can be imported in one process (an op name is
+    registered once), and the kernel's source."""
+    return f"kernelblaster::{package}_{kernel.source_sha256[:10]}"
 
 
 def inline_headers(source: str, header: str, abi: str) -> str:
@@ -244,7 +246,7 @@ def _render(template: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], text)
 
 
-def _kernel_record(kernel: KernelExport) -> dict[str, object]:
+def _kernel_record(kernel: KernelExport, package: str) -> dict[str, object]:
     import torch
 
     from kernelblaster.harness.dtypes import dtype_info
@@ -254,7 +256,7 @@ def _kernel_record(kernel: KernelExport) -> dict[str, object]:
     return {"exported_by": MARKER, "kernelblaster": _version(), "torch_at_export": torch.__version__,
             "problem": kernel.name, "problem_sha256": kernel.spec.problem_sha256,
             "source_sha256": kernel.source_sha256, "arch": kernel.arch, "precision": kernel.precision,
-            "tolerances": tolerances, "allow": list(kernel.allow), "op": kernel_op_name(kernel),
+            "tolerances": tolerances, "allow": list(kernel.allow), "op": kernel_op_name(kernel, package),
             "extension": kernel.identifier, "nvcc_flags": kernel.nvcc_flags, "link_flags": kernel.link_flags,
             "spec": kernel.spec.model_dump()}
 
