@@ -18,7 +18,15 @@ from typing import Any
 import pytest
 import torch
 from fixtures.cli import kernelblaster
-from fixtures.export import EXAMPLE_CASES, KERNELBENCH, KERNELBENCH_CASES, ExportCase, import_package, make_run_dir
+from fixtures.export import (
+    EXAMPLE_CASES,
+    KERNELBENCH,
+    KERNELBENCH_CASES,
+    ExportCase,
+    import_package,
+    load_module,
+    make_run_dir,
+)
 
 from kernelblaster.eval.problems import select_problems
 from kernelblaster.eval.suite import create_suite
@@ -101,6 +109,26 @@ def test_kernelbench_file_of_every_kernel_defines_model_new_over_the_problems_mo
     assert [ast.unparse(base) for base in classes["ModelNew"].bases] == ["Model"] and "Model" in classes
     (call,) = _load_inline_calls(tree)
     assert {keyword.arg for keyword in call.keywords} >= {"name", "cpp_sources", "cuda_sources", "functions"}
+
+
+@pytest.mark.parametrize("case", [KERNELBENCH_CASES[3], GEMM, BATCHNORM], ids=lambda case: case.id)
+def test_kernelbench_model_new_seeded_as_kernelbench_seeds_it_has_the_models_state(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: ExportCase) -> None:
+    """KernelBench never loads weights: it seeds, builds Model, seeds again and builds ModelNew. The file is run
+    with load_inline stood in for (no build without a GPU), which is all it does at import."""
+    import torch.utils.cpp_extension
+
+    built: list[dict[str, Any]] = []
+    monkeypatch.setattr(torch.utils.cpp_extension, "load_inline", lambda **kwargs: built.append(kwargs))
+    module = load_module(_export_kernelbench(capsys, case, tmp_path))
+    init_args = load_problem(case.problem).get_init_inputs()
+    torch.manual_seed(42)
+    model = module.Model(*init_args)
+    torch.manual_seed(42)
+    new = module.ModelNew(*init_args)
+    assert list(new.state_dict()) == list(model.state_dict())
+    assert all(torch.equal(new.state_dict()[key], value) for key, value in model.state_dict().items())
+    assert [call["functions"] for call in built] == [["forward"]]
 
 
 def _load_inline_calls(tree: ast.Module) -> list[ast.Call]:
