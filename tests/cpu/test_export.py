@@ -248,6 +248,16 @@ def test_torch_compile_runs_the_kernel_through_its_fake_and_refuses_a_wrong_shap
         compiled(torch.randn(4, 8))
 
 
+def test_torch_compile_of_a_model_whose_parameters_need_grad_runs_and_only_backward_refuses(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    package, stand_in = _with_stand_in(capsys, tmp_path, GEMM)
+    new, inputs = _model_and_inputs(GEMM, package.ModelNew)
+    stand_in.reference = lambda tensors: package.Model.forward(new, *tensors)
+    output = torch.compile(new, fullgraph=True)(*inputs)  # traces the backward too: its refusal has a fake
+    with pytest.raises(RuntimeError, match="backward is not provided"):
+        output.sum().backward()
+
+
 def test_torch_export_captures_the_kernel_as_one_op(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     package, _ = _with_stand_in(capsys, tmp_path, GEMM)
     new, inputs = _model_and_inputs(GEMM, package.ModelNew)
