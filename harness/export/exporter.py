@@ -204,9 +204,12 @@ def binding_source(kernel: KernelExport, *, abi: str, module: str) -> str:
         "OUTPUTS": _expected_rows("output", spec.outputs)})
 
 
+# As load_inline declares its functions: wrap_pybind_function turns a c10 error into the Python exception it names
+# (TORCH_CHECK_VALUE into ValueError ...), without the C++ backtrace.
 _PYBIND_MODULE = """
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("forward", &forward, "run the kernel: inputs (forward order), params (state_dict order) -> outputs");
+  m.def("forward", torch::wrap_pybind_function(forward),
+        "run the kernel: inputs (forward order), params (state_dict order) -> outputs");
 }
 """
 
