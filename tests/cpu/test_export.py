@@ -131,6 +131,27 @@ def test_kernelbench_model_new_seeded_as_kernelbench_seeds_it_has_the_models_sta
     assert [call["functions"] for call in built] == [["forward"]]
 
 
+@pytest.mark.parametrize("case", EXAMPLE_CASES + KERNELBENCH_CASES, ids=lambda case: case.id)
+def test_kernelbench_file_of_every_kernel_has_nothing_kernelbenchs_static_checker_refuses(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, case: ExportCase) -> None:
+    from kernelblaster.harness.export.exporter import kernelbench_refused_lines
+
+    text = _export_kernelbench(capsys, case, tmp_path).read_text()
+    assert kernelbench_refused_lines(text) == []
+    assert "__global__" in text and "load_inline" in text  # what its CUDA check looks for
+
+
+def test_export_says_where_a_kernelbench_file_holds_what_kernelbenchs_checker_refuses(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    problem = tmp_path / "passing.py"
+    source = SOFTMAX.problem.read_text()
+    problem.write_text(source.replace("import torch\n", "import torch\n\nif False:\n    pass\n", 1))
+    out = tmp_path / "kernel.py"
+    finished = kernelblaster(capsys, "export", problem, SOFTMAX.kernel, "--format", "kernelbench", "--out", out)
+    assert finished.status == 0, finished.err
+    assert "note: KernelBench's static checker refuses" in finished.out and ": pass" in finished.out
+
+
 def _load_inline_calls(tree: ast.Module) -> list[ast.Call]:
     return [node for node in ast.walk(tree) if isinstance(node, ast.Call) and ast.unparse(node.func) == "load_inline"]
 
