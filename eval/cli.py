@@ -229,7 +229,7 @@ def run_baseline(options: BaselineOptions) -> int:
 
 def run_export(options: ExportOptions) -> int:
     from kernelblaster.eval.suite import open_suite
-    from kernelblaster.graph.app.export_cli import DEFAULT_ARCH, run_kernel
+    from kernelblaster.graph.app.export_cli import DEFAULT_ARCH, check_same_header, run_kernel
     from kernelblaster.harness.export.exporter import export_kernelbench, prepare_export
 
     root, out = Path(options.suite_dir), Path(options.out)
@@ -255,6 +255,7 @@ def run_export(options: ExportOptions) -> int:
             found = run_kernel(run_dir)
             kernel = prepare_export(found.problem, found.candidate, arch=found.arch or DEFAULT_ARCH,
                                     precision=found.precision, allow=found.allow)
+            check_same_header(found, kernel.header)
         except UserFacingError as why:
             skipped.append(f"{row.problem_id} ({why})")
             continue

@@ -59,6 +59,7 @@ class RunKernel:
     precision: PrecisionPolicy
     allow: tuple[str, ...]
     arch: str | None  # the arch of the kernel's measurement; None if no result names it
+    header: Path | None  # the kb_problem.h the run's kernels were compiled with, if the run wrote it
 
 
 def add_commands(subparsers: Subcommands) -> None:
@@ -81,14 +82,17 @@ def add_commands(subparsers: Subcommands) -> None:
 
 def run_export(options: ExportOptions) -> int:
     from kernelblaster.harness.export.exporter import (
+        check_out,
         export_kernelbench,
         export_torch,
         kernelbench_refused_lines,
         prepare_export,
     )
 
-    if len(options.sources) == 1:
-        found = run_kernel(Path(options.sources[0]))
+    out = Path(options.out)
+    check_out(options.format, out, options.force)
+    found = run_kernel(Path(options.sources[0])) if len(options.sources) == 1 else None
+    if found is not None:
         problem, candidate, precision, allow = found.problem, found.candidate, found.precision, found.allow
         arch = options.arch or found.arch or DEFAULT_ARCH
     else:
@@ -99,7 +103,8 @@ def run_export(options: ExportOptions) -> int:
             if not path.is_file():
                 raise UserFacingError(f"{what} {path}: no such file")
     kernel = prepare_export(problem, candidate, arch=arch, precision=precision, allow=allow)
-    out = Path(options.out)
+    if found is not None:
+        check_same_header(found, kernel.header)
     if options.format == "torch":
         export_torch(kernel, out, force=options.force)
         print(f"{out}: package '{out.name}' ({kernel.name}, {arch}, precision {precision}); "
@@ -128,7 +133,17 @@ def run_kernel(run_dir: Path) -> RunKernel:
     if not problem.is_file():
         raise UserFacingError(f"{run_dir}: the run's copy of its problem ({problem}) is missing")
     return RunKernel(problem=problem, candidate=best, precision=record.context.precision,
-                     allow=tuple(record.context.allow), arch=_measured_arch(files, best))
+                     allow=tuple(record.context.allow), arch=_measured_arch(files, best),
+                     header=files.header if files.header.is_file() else None)
+
+
+def check_same_header(found: RunKernel, generated: str) -> None:
+    """Refuse an export whose header, made here from the run's problem, is not the one the run compiled its
+    kernels with (another torch can describe a problem otherwise): the binding would not match the kernel."""
+    if found.header is not None and found.header.read_text() != generated:
+        raise UserFacingError(f"{found.header}: the run's kernels were compiled with this kb_problem.h, and the one "
+                              "made here from the run's problem differs (another torch version?); export on a "
+                              "machine set up as the run's")
 
 
 def _measured_arch(files: RunFiles, kernel: Path) -> str | None:

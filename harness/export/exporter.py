@@ -101,13 +101,24 @@ def prepare_export(problem_path: Path, candidate_path: Path, *, arch: str, preci
                         allow=allow)
 
 
+def check_out(export_format: str, out: Path, force: bool) -> None:
+    """Refuse an `--out` the export could not write or must not replace (before any work is done)."""
+    if export_format == "torch":
+        if not out.name.isidentifier() or keyword.iskeyword(out.name):
+            raise ExportError(f"--out {out}: a Python package is named by its directory, and {out.name!r} is not a "
+                              "Python name (letters, digits and _, not starting with a digit)")
+        _check_replaceable_directory(out, force)
+        return
+    if out.is_dir():
+        raise ExportError(f"--out {out}: is a directory; name the .py file to write")
+    if out.exists() and not force:
+        raise ExportError(f"--out {out}: exists (add --force to replace it)")
+
+
 def export_torch(kernel: KernelExport, out: Path, *, force: bool = False) -> list[Path]:
     """Write the package directory `out` (its name is the package's); the files written."""
     package = out.name
-    if not package.isidentifier() or keyword.iskeyword(package):
-        raise ExportError(f"--out {out}: a Python package is named by its directory, and {package!r} is not a "
-                          "Python name (letters, digits and _, not starting with a digit)")
-    _check_replaceable_directory(out, force)
+    check_out("torch", out, force)
     files = {
         "__init__.py": _render("package_init.py.txt", {
             "PROBLEM": kernel.name, "PACKAGE": package, "OP": kernel_op_name(kernel, package).replace("::", "."),
@@ -121,9 +132,13 @@ def export_torch(kernel: KernelExport, out: Path, *, force: bool = False) -> lis
     }
     staging = out.parent / f".{out.name}.export-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    for name, text in files.items():
-        (staging / name).write_text(text)
+    try:
+        staging.mkdir(parents=True)
+        for name, text in files.items():
+            (staging / name).write_text(text)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ExportError(f"--out {out}: cannot be written ({error.strerror or error})") from None
     if out.exists():
         shutil.rmtree(out)
     staging.rename(out)
@@ -132,10 +147,7 @@ def export_torch(kernel: KernelExport, out: Path, *, force: bool = False) -> lis
 
 def export_kernelbench(kernel: KernelExport, out: Path, *, force: bool = False) -> Path:
     """Write the KernelBench submission file `out`."""
-    if out.is_dir():
-        raise ExportError(f"--out {out}: is a directory; name the .py file to write")
-    if out.exists() and not force:
-        raise ExportError(f"--out {out}: exists (add --force to replace it)")
+    check_out("kernelbench", out, force)
     write_text_atomically(out, kernelbench_source(kernel))
     return out
 

@@ -311,6 +311,15 @@ def _refusal(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> str:
     return finished.error_line
 
 
+def test_export_of_a_run_whose_header_differs_from_the_one_made_here_is_refused(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    run = make_run_dir(tmp_path / "run", SOFTMAX)
+    (run / "kb_problem.h").write_text((run / "kb_problem.h").read_text().replace("8192", "8193"))
+    line = _refusal(capsys, run, "--format", "torch", "--out", tmp_path / "pkg")
+    assert line.startswith(f"{run / 'kb_problem.h'}: the run's kernels were compiled with this kb_problem.h")
+    assert not (tmp_path / "pkg").exists()
+
+
 def test_export_of_a_missing_run_directory_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     line = _refusal(capsys, tmp_path / "gone", "--format", "torch", "--out", tmp_path / "pkg")
     assert line == f"RUN_DIR {tmp_path / 'gone'}: no such directory"
@@ -337,6 +346,12 @@ def test_an_existing_out_path_is_refused_without_force(capsys: pytest.CaptureFix
     line = _refusal(capsys, SOFTMAX.problem, SOFTMAX.kernel, "--format", "kernelbench", "--out", tmp_path / "kernel.py")
     assert line == f"--out {tmp_path / 'kernel.py'}: exists (add --force to replace it)"
     assert (tmp_path / "kernel.py").read_text() == "mine\n"
+
+
+def test_a_kernelbench_out_path_that_is_a_directory_is_refused(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    line = _refusal(capsys, SOFTMAX.problem, SOFTMAX.kernel, "--format", "kernelbench", "--out", tmp_path, "--force")
+    assert line == f"--out {tmp_path}: is a directory; name the .py file to write"
 
 
 def test_force_never_replaces_a_directory_an_export_did_not_write(
