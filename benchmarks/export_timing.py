@@ -6,7 +6,9 @@ The op and the file are timed by `harness.timing.time_torch_calls`, the harness'
 (warm-up, an L2 flush and CUDA events around every call, rotating over two input sets; median, IQR and CV),
 so the three numbers differ only by what each path does per call. The exported paths add, inside the events,
 the host's work per call (the dispatcher, the binding's checks, allocating the outputs; for ModelNew also
-the parameter lookup): a few microseconds to tens of microseconds, visible for kernels that short only.
+the parameter lookup): a few microseconds to tens of microseconds, visible for kernels that short only. The
+binding is also timed alone (the extension's forward, without the custom op's dispatch), to tell the two
+apart.
 
 Run on a GPU machine:  python benchmarks/export_timing.py [--kernelbench]
 """
@@ -67,12 +69,16 @@ def _instances(problem: Path) -> list[Any]:
     return [instantiate(loaded, seed, "cuda") for seed in (0, 1)]
 
 
-def op_stats(package: ModuleType, problem: Path) -> TimingStats:
-    calls: list[Callable[[], Any]] = []
+def op_stats(package: ModuleType, problem: Path) -> tuple[TimingStats, TimingStats]:
+    """The exported op's times, and the binding's alone (the built extension called without the custom op's
+    dispatch), which tells the op's own overhead apart from the binding's."""
+    ops: list[Callable[[], Any]] = []
+    bindings: list[Callable[[], Any]] = []
     for instance in _instances(problem):
         params = list(instance.initial_state.values())
-        calls.append(functools.partial(package.kernel_op, instance.tensor_args, params))
-    return time_torch_calls(calls, 0)
+        ops.append(functools.partial(package.kernel_op, instance.tensor_args, params))
+        bindings.append(functools.partial(package.build().forward, instance.tensor_args, params))
+    return time_torch_calls(ops, 0), time_torch_calls(bindings, 0)
 
 
 def kernelbench_stats(kernel_file: Path, problem: Path, extensions: Path) -> TimingStats:
@@ -104,19 +110,20 @@ def main() -> None:
     arch = detect_arch(0)
     print(f"GPU: {torch.cuda.get_device_name(0)} ({arch}); torch {torch.__version__}; median ms ± half the IQR, "
           "CV; ratios are over the harness's median")
-    print(f"{'problem':34} {'harness (kb_forward)':>30} {'exported op':>30} {'KernelBench file':>30} "
-          f"{'op/h':>6} {'file/h':>6}")
+    print(f"{'problem':26} {'harness (kb_forward)':>30} {'exported op':>30} {'binding alone':>30} "
+          f"{'KernelBench file':>30} {'op/h':>6} {'bind/h':>6} {'file/h':>6}")
     for number, (problem, candidate) in enumerate(cases):
         harness, verdict = harness_stats(problem, candidate, work / "cache")
         kernel = prepare_export(problem, candidate, arch=arch, precision="strict")
         package = _import_package(export_torch(kernel, work / f"timing_export_{number}")[0].parent)
         package.build()
-        op = op_stats(package, problem)
+        op, binding = op_stats(package, problem)
         kernel_file = export_kernelbench(kernel, work / f"{problem.stem}_kernel.py")
         (work / "extensions").mkdir(exist_ok=True)
         file = kernelbench_stats(kernel_file, problem, work / "extensions")
-        print(f"{problem.stem[:34]:34} {_cell(harness):>30} {_cell(op):>30} {_cell(file):>30} "
-              f"{op.median_ms / harness.median_ms:6.3f} {file.median_ms / harness.median_ms:6.3f}"
+        print(f"{problem.stem[:26]:26} {_cell(harness):>30} {_cell(op):>30} {_cell(binding):>30} {_cell(file):>30} "
+              f"{op.median_ms / harness.median_ms:6.3f} {binding.median_ms / harness.median_ms:6.3f} "
+              f"{file.median_ms / harness.median_ms:6.3f}"
               + ("" if verdict == "ok" else f"  (harness verdict: {verdict})"))
         torch.cuda.empty_cache()
 
