@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, ValidationError, model_validator
+from pydantic import AfterValidator, ValidationError, model_validator
 
 from kernelblaster.graph.core.run_files import RunFiles
 from kernelblaster.kb.precision import PRECISION_POLICIES, PrecisionPolicy
@@ -32,7 +32,8 @@ def _arch_name(text: str) -> str:
 
 
 class ExportOptions(Options):
-    sources: Annotated[tuple[PathText, ...], Field(min_length=1, max_length=2)]
+    source: PathText
+    candidate: PathText | None = None
     format: ExportFormat
     out: PathText
     force: bool = False
@@ -42,7 +43,7 @@ class ExportOptions(Options):
 
     @model_validator(mode="after")
     def _run_settings_are_the_runs(self) -> ExportOptions:
-        if len(self.sources) == 1:
+        if self.candidate is None:
             given = [flag for flag, value in (("--precision", self.precision), ("--allow", self.allow)) if value]
             if given:
                 raise ValueError(f"{given[0]}: a run's kernel was verified under the run's own setting (run.json); "
@@ -66,8 +67,8 @@ def add_commands(subparsers: Subcommands) -> None:
     """Add `export`."""
     export = add_command(subparsers, "export", help="write a run's best kernel (or a candidate) as a PyTorch package "
                          "or a KernelBench submission file", options=ExportOptions, run=run_export)
-    export.add_argument("sources", nargs="+", metavar="RUN_DIR | PROBLEM.py CANDIDATE.cu",
-                        help="a run directory, or a problem file and a candidate")
+    export.add_argument("source", metavar="RUN_DIR|PROBLEM.py", help="a run directory, or a problem file")
+    export.add_argument("candidate", nargs="?", metavar="CANDIDATE.cu", help="with PROBLEM.py: the kernel to export")
     export.add_argument("--format", metavar="torch|kernelbench",
                         help="torch: a Python package (a torch.library op and ModelNew); kernelbench: one file in "
                              "KernelBench's submission format")
@@ -91,12 +92,13 @@ def run_export(options: ExportOptions) -> int:
 
     out = Path(options.out)
     check_out(options.format, out, options.force)
-    found = run_kernel(Path(options.sources[0])) if len(options.sources) == 1 else None
-    if found is not None:
+    found: RunKernel | None = None
+    if options.candidate is None:
+        found = run_kernel(Path(options.source))
         problem, candidate, precision, allow = found.problem, found.candidate, found.precision, found.allow
         arch = options.arch or found.arch or DEFAULT_ARCH
     else:
-        problem, candidate = Path(options.sources[0]), Path(options.sources[1])
+        problem, candidate = Path(options.source), Path(options.candidate)
         precision, allow = options.precision or "strict", options.allow or ()
         arch = options.arch or DEFAULT_ARCH
         for path, what in ((problem, "PROBLEM.py"), (candidate, "CANDIDATE.cu")):
