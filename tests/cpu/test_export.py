@@ -384,6 +384,11 @@ def test_a_precision_flag_with_a_run_directory_is_refused(capsys: pytest.Capture
     assert line.startswith("--precision: a run's kernel was verified under the run's own setting")
 
 
+def test_a_missing_candidate_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    line = _refusal(capsys, SOFTMAX.problem, tmp_path / "gone.cu", "--format", "torch", "--out", tmp_path / "pkg")
+    assert line == f"CANDIDATE.cu {tmp_path / 'gone.cu'}: no such file"
+
+
 def test_a_candidate_without_kb_forward_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     (tmp_path / "empty.cu").write_text("__global__ void k() {}\n")
     line = _refusal(capsys, SOFTMAX.problem, tmp_path / "empty.cu", "--format", "torch", "--out", tmp_path / "pkg")
