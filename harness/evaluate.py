@@ -465,7 +465,7 @@ class CandidateEvaluator:
     def _profile(self, built: BuildStage, sets: list[SharedSet]) -> ProfileOutcome:
         assert built.program is not None
         return profile_candidate(built.program, [s.ipc() for s in sets], self._require_gpu(),
-                                 built.program.library.parent, self.options.timeout_s, self.sandbox)
+                                 self.options.timeout_s, self.sandbox)
 
     def _verification_context(self) -> VerificationContext:
         return VerificationContext(self.references, self.options.precision, self.options.timeout_s,

@@ -24,7 +24,15 @@ from kernelblaster.harness.profile.outcome import ProfileOutcome, ProfileUnavail
 from kernelblaster.harness.timing import flush_bytes
 from kernelblaster.tools.driver_process import DriverError, DriverProgram, DriverSession, TensorSet
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.ncu import check_ncu_run, export_details, locate_ncu, profile_command, profile_prefix
+from kernelblaster.tools.ncu import (
+    candidate_report_folder,
+    check_ncu_run,
+    export_candidate_details,
+    export_details,
+    locate_ncu,
+    profile_command,
+    profile_prefix,
+)
 from kernelblaster.tools.sandbox import Sandbox, SandboxView
 from kernelblaster.tools.toolkit import ToolUnavailable, tool_installation
 
@@ -46,22 +54,25 @@ def profiler_lock() -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def profile_candidate(program: DriverProgram, sets: list[TensorSet], gpu: int, workdir: Path,
-                      timeout_s: float, sandbox: Sandbox | None) -> ProfileOutcome:
+def profile_candidate(program: DriverProgram, sets: list[TensorSet], gpu: int, timeout_s: float,
+                      sandbox: Sandbox | None) -> ProfileOutcome:
+    """Profile one call of the candidate under ncu in its sandbox. ncu writes its report in a private folder
+    the sandbox can write, so the report is taken out of it (no link followed, a regular file within a size
+    bound) and only that copy is read (`tools.ncu.export_candidate_details`)."""
     located = locate_ncu()
     if isinstance(located, ToolUnavailable):
         return ProfileUnavailable(reason=located.reason)
-    report_dir = workdir / "ncu"
-    report_dir.mkdir(parents=True, exist_ok=True)
-    report_path = report_dir / "profile"
-    view = program.view() + SandboxView(read_only=_ncu_installation(located), writable=(report_dir,))
+    timeout = timeout_s * PROFILE_TIMEOUT_FACTOR
     try:
-        with profiler_lock(), DriverSession(program.command(filtered=sandbox is not None),
-                                            wrapper=profile_prefix(report_path), sandbox=sandbox,
-                                            view=view) as session:
-            session.setup(sets, flush_bytes=flush_bytes(gpu), device=gpu, timeout_s=timeout_s * PROFILE_TIMEOUT_FACTOR)
-            session.profile(0, warmup=PROFILE_WARMUP, timeout_s=timeout_s * PROFILE_TIMEOUT_FACTOR)
-        return build_profile_report(export_details(report_path))
+        with candidate_report_folder() as report_dir:
+            report_path = report_dir / "profile"
+            view = program.view() + SandboxView(read_only=_ncu_installation(located), writable=(report_dir,))
+            with profiler_lock(), DriverSession(program.command(filtered=sandbox is not None),
+                                                wrapper=profile_prefix(report_path), sandbox=sandbox,
+                                                view=view) as session:
+                session.setup(sets, flush_bytes=flush_bytes(gpu), device=gpu, timeout_s=timeout)
+                session.profile(0, warmup=PROFILE_WARMUP, timeout_s=timeout)
+            return build_profile_report(export_candidate_details(report_path))
     except (DriverError, UserFacingError) as error:
         return ProfileUnavailable(reason=f"ncu run failed: {str(error).splitlines()[0]}")
 
