@@ -42,6 +42,7 @@ from kernelblaster.harness.analysis import analyse_problem
 from kernelblaster.harness.evaluate import EvalOptions
 from kernelblaster.harness.gpu_facts import GpuFacts, compiler_facts, instruction_facts
 from kernelblaster.harness.header import generate_header
+from kernelblaster.harness.precision_facts import PrecisionFacts, not_measured
 from kernelblaster.harness.problem import Problem
 from kernelblaster.harness.profile.outcome import ProfileOutcome, build_profile_report
 from kernelblaster.harness.result import (
@@ -129,6 +130,7 @@ class CpuStandIn:
         peaks = GpuPeaks(gpu_name=gpu.name, bandwidth_gbs=gpu.bandwidth_gbs, fp32_tflops=gpu.fp32_tflops,
                          tf32_tflops=gpu.tf32_tflops, fp16_tflops=gpu.fp16_tflops, measured_at=gpu.source)
         self.roofline = roofline_for(analysis.spec, analysis.footprint.flops, peaks, options.precision)
+        self.flops = analysis.footprint.flops
         self.operations = None if analysis.operations is None else sorted(analysis.operations)
         eager, compiled = baseline_ms
         self.timing = BaselineTiming(eager=_stats(eager), compiled=_stats(compiled), precision=options.precision,
@@ -164,6 +166,10 @@ class CpuStandIn:
 
     def roofline_floor(self) -> Roofline:
         return self.roofline
+
+    def precision_facts(self) -> PrecisionFacts:
+        return not_measured(self.options.precision, "rendered on CPU by a stand-in, which measures nothing",
+                            products=self.flops > 0)
 
     def operation_kinds(self) -> list[OperationKind] | None:
         return self.operations
