@@ -40,7 +40,7 @@ from kernelblaster.graph.core.state import RunFacts
 from kernelblaster.graph.llm.human import HumanQuestion
 from kernelblaster.harness.analysis import analyse_problem
 from kernelblaster.harness.evaluate import EvalOptions
-from kernelblaster.harness.gpu_facts import GpuFacts, compiler_facts, instruction_facts
+from kernelblaster.harness.gpu_facts import GpuFacts, capability_facts, compiler_facts, instruction_facts
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.precision_facts import PrecisionFacts, not_measured
 from kernelblaster.harness.problem import Problem
@@ -81,7 +81,7 @@ H100_DATASHEET = GpuFacts(
     shared_memory_per_sm=228 << 10, shared_memory_per_block=48 << 10, shared_memory_per_block_optin=227 << 10,
     registers_per_sm=65536, l2_cache=50 << 20, memory=80 << 30, bandwidth_gbs=3350.0, fp32_tflops=66.9,
     tf32_tflops=494.7, fp16_tflops=989.4, compiler=compiler_facts("sm_90"),
-    instructions=instruction_facts("sm_90", "strict"),
+    instructions=instruction_facts("sm_90", "strict"), capabilities=capability_facts("sm_90"),
 )
 GLUE = """
 // kb_forward glue (prompt-size benchmark stand-in): launch the kernel above on the problem's tensors.

@@ -85,7 +85,10 @@ def test_every_cuda_writing_prompt_names_the_gpu_and_its_limits(run: ThreeSteps,
                  "48 KiB shared memory, up to 227 KiB after cudaFuncSetAttribute", "L2 cache 50 MiB",
                  "3,000 GB/s DRAM copy bandwidth", "50.0 TFLOP/s fp32", "-gencode=arch=compute_90a,code=sm_90a",
                  "no --use_fast_math", "cp.async available; TMA (cp.async.bulk) available; wgmma available",
-                 "3xTF32 split"):
+                 "which products pass this problem's bounds is measured in the precision contract",
+                 "thread-block clusters available (portable size 8 blocks; distributed shared memory",
+                 "cooperative launch available (cudaLaunchCooperativeKernel", "at most 32 blocks per SM",
+                 "CUDA toolkit 13.0.88 (nvcc)"):
         assert fact in prompt, fact
 
 
@@ -100,9 +103,9 @@ def test_every_cuda_writing_prompt_states_the_precision_contract(run: ThreeSteps
 
 
 def test_the_precision_contract_states_each_policys_own_tolerance() -> None:
-    assert "|out - ref| <= 0.01 * rms(ref) + 0.01 * |ref|" in precision_section("tf32", 5)
-    assert "at most 0.002" in precision_section("tf32", 5)
-    kernelbench = precision_section("pytorch-default", 3)
+    assert "|out - ref| <= 0.01 * rms(ref) + 0.01 * |ref|" in precision_section("tf32", 5, None)
+    assert "at most 0.002" in precision_section("tf32", 5, None)
+    kernelbench = precision_section("pytorch-default", 3, None)
     assert "|out - ref| <= 0.01 + 0.01 * |ref|" in kernelbench and "on 3 seeds" in kernelbench
     assert "relative L2" not in kernelbench  # KernelBench's protocol has no L2 bound
 
@@ -110,7 +113,9 @@ def test_the_precision_contract_states_each_policys_own_tolerance() -> None:
 def test_the_lowering_prompt_shows_the_targets_and_the_roofline_fraction(run: ThreeSteps) -> None:
     prompt = run.step_user_prompt(1)
     for fact in ("PyTorch eager 1.0000 ms, torch.compile 0.8000 ms: the time to beat is 0.8000 ms",
-                 "PyTorch's own kernels: scale 0.0497 ms (73% of PyTorch's GPU time, 1 launch(es)); rowsum",
+                 "PyTorch's own kernels (the stand-in's recorded profile, not this problem's): scale 0.0497 ms "
+                 "(73% of PyTorch's GPU time, 1 launch(es)); rowsum",
+                 "Stand-in figures of a test double, not measured.",
                  "Compulsory work: 120 MiB", "Roofline floor on this GPU: 0.0500 ms, bound by memory (3,000 GB/s)",
                  "The initial CUDA: 0.9000 ms per call, 0.89x vs PyTorch, 6% of roofline",
                  "## The current CUDA (0.5000 ms per call, 1.60x vs PyTorch, 1.80x the initial CUDA, 10% of "
