@@ -52,6 +52,7 @@ class PrecisionFacts(BaseModel):
     products: bool = Field(description="Whether the forward pass has matrix products or convolutions")
     outcomes: list[ArithmeticOutcome] = []
     reason: str | None = Field(default=None, description="Why nothing was measured (no GPU, no products ...)")
+    measured_on: str | None = Field(default=None, description="The device the passes ran on (cuda:0, cpu)")
 
     def outcome(self, arithmetic: Arithmetic) -> ArithmeticOutcome | None:
         return next((o for o in self.outcomes if o.arithmetic == arithmetic), None)
@@ -148,7 +149,7 @@ def measure_precision_facts(problem: Problem, device: str, policy: PrecisionPoli
     if not products:
         return PrecisionFacts(policy=policy, max_rel_l2=max_rel_l2, products=False,
                               reason="the forward pass has no matrix products or convolutions")
-    return PrecisionFacts(policy=policy, max_rel_l2=max_rel_l2, products=True, outcomes=outcomes)
+    return PrecisionFacts(policy=policy, max_rel_l2=max_rel_l2, products=True, outcomes=outcomes, measured_on=device)
 
 
 def not_measured(policy: PrecisionPolicy, reason: str, products: bool = True) -> PrecisionFacts:

@@ -135,7 +135,7 @@ def targets_section(facts: RunFacts | None, initial: KernelRef | None) -> str:
         peak = text.fill("peak arithmetic", peak=peak, arithmetic=roofline.peak_arithmetic)
     source = facts.gpu.source
     return text.fill(
-        "targets", stand_in=text.fill(f"stand in, {source.replace('_', ' ')}") if source != "device" else "",
+        "targets", stand_in=text.fill(f"stand in, {source.replace('_', ' ')}") if source != "device" else None,
         kernels_source=text.fill("kernels source, stand in") if source != "device" else "",
         eager=_ms(baseline.eager_ms),
         compiled=_ms(baseline.compile_ms) if baseline.compile_ms is not None else "not available",

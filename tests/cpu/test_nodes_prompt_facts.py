@@ -87,7 +87,7 @@ def test_every_cuda_writing_prompt_names_the_gpu_and_its_limits(run: ThreeSteps,
                  "no --use_fast_math", "cp.async available; TMA (cp.async.bulk) available; wgmma available",
                  "which products pass this problem's bounds is measured in the precision contract",
                  "thread-block clusters available (portable size 8 blocks; distributed shared memory",
-                 "cooperative launch available (cudaLaunchCooperativeKernel", "at most 32 blocks per SM",
+                 "cooperative launch available (grid-wide sync", "at most 32 blocks per SM",
                  "CUDA toolkit 13.0.88 (nvcc)"):
         assert fact in prompt, fact
 
