@@ -186,7 +186,7 @@ class CpuStandIn:
             return not_measured(self.options.precision, "the forward pass has no matrix products or convolutions",
                                 products=False)
         if self.measure_precision:
-            return measure_precision_facts(self.problem, "cpu", self.options.precision)
+            return measure_precision_facts(self.problem, "cpu", self.options.precision, counted_flops=self.flops)
         return not_measured(self.options.precision, "rendered on CPU by a stand-in, which measures nothing")
 
     def operation_kinds(self) -> list[OperationKind] | None:

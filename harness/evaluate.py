@@ -238,7 +238,8 @@ class CandidateEvaluator:
         path = self.options.cache_dir / "precision" / f"{self.problem.sha256[:16]}-{policy}.json"
         try:
             return cached_measurement(path, PrecisionFacts,
-                                      lambda: measure_precision_facts(self.problem, f"cuda:{gpu}", policy))
+                                      lambda: measure_precision_facts(self.problem, f"cuda:{gpu}", policy,
+                                                                      counted_flops=self.analysis.footprint.flops))
         except torch.cuda.OutOfMemoryError:
             _release_gpu_memory()
             return not_measured(policy, "the measurement did not fit in the GPU's memory")

@@ -26,6 +26,8 @@ from kernelblaster.harness.problem import Problem, instantiate
 
 Arithmetic = Literal["tf32", "3xtf32", "fp16", "bf16"]
 ARITHMETICS: tuple[Arithmetic, ...] = ("tf32", "3xtf32", "fp16", "bf16")
+FUSED = ("its products run inside fused operators (such as scaled_dot_product_attention) that the measurement "
+         "does not split")
 aten = torch.ops.aten
 # Operator -> positions of its two product operands (bias and scalars stay fp32, as in a kernel's epilogue).
 _PRODUCTS: dict[Any, tuple[int, int]] = {aten.mm.default: (0, 1), aten.bmm.default: (0, 1),
@@ -125,8 +127,11 @@ def _unscaled(func: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def measure_precision_facts(problem: Problem, device: str, policy: PrecisionPolicy,
-                            arithmetics: tuple[Arithmetic, ...] = ARITHMETICS) -> PrecisionFacts:
-    """Run the problem's seed-0 case on `device` in fp32 and in each arithmetic; compare as the verifier does."""
+                            arithmetics: tuple[Arithmetic, ...] = ARITHMETICS,
+                            counted_flops: int = 0) -> PrecisionFacts:
+    """Run the problem's seed-0 case on `device` in fp32 and in each arithmetic; compare as the verifier does.
+    `counted_flops` (the analysis's FLOP count) tells products run inside fused operators, which are not split,
+    from no products at all."""
     max_rel_l2 = tolerance_for(torch.float32, policy).max_rel_l2
     instance = instantiate(problem, 0, device)
     with torch_precision("strict"):
@@ -146,6 +151,8 @@ def measure_precision_facts(problem: Problem, device: str, policy: PrecisionPoli
         outcomes.append(ArithmeticOutcome(arithmetic=arithmetic, passes=all(c.passed for c in comparisons),
                                           rel_l2=max(c.rel_l2 for c in comparisons),
                                           outside=sum(c.mismatches for c in comparisons)))
+    if not products and counted_flops > 0:
+        return PrecisionFacts(policy=policy, max_rel_l2=max_rel_l2, products=True, reason=FUSED)
     if not products:
         return PrecisionFacts(policy=policy, max_rel_l2=max_rel_l2, products=False,
                               reason="the forward pass has no matrix products or convolutions")

@@ -137,3 +137,14 @@ def test_the_prompt_says_which_products_pass_with_their_errors() -> None:
 ])
 def test_the_prompt_says_why_nothing_was_measured(facts: PrecisionFacts | None, said: str) -> None:
     assert said in arithmetic_line(facts, "strict")
+
+
+def test_products_inside_a_fused_attention_are_said_to_be_out_of_reach(tmp_path: Path) -> None:
+    source = GEMM.replace("return self.gemm(x)", "q = x.view(1, 1, 32, 512)\n"
+                          "        return torch.nn.functional.scaled_dot_product_attention(q, q, q)")
+    # The analysis counts attention's FLOPs; the measurement cannot split the fused operator's products.
+    facts = measure_precision_facts(load_problem(problem(tmp_path, source)), "cpu", "strict",
+                                    counted_flops=4 * 32**2 * 512)
+    assert facts.products and facts.outcomes == []
+    assert facts.reason is not None and "scaled_dot_product_attention" in facts.reason
+    assert "was not measured (its products run inside fused operators" in arithmetic_line(facts, "strict")

@@ -219,3 +219,35 @@ def test_a_gemm_problems_first_kernel_prompt_starts_from_verified_tiled_code(tmp
 
 def test_an_elementwise_problems_first_kernel_prompt_has_no_starting_point(run: ThreeSteps) -> None:
     assert "## Starting point" not in run.initial_prompt
+
+
+def test_the_first_kernels_prompt_asks_for_correct_first_then_the_targets_speed_by_any_algorithm(
+        run: ThreeSteps) -> None:
+    system = " ".join(str(run.lowering.prompts[0][0].content).split())
+    assert "correct first, then as fast as the targets ask" in system
+    assert "any algorithm that stays within it is fine" in system
+    assert "not clever" not in system and "use the same formulas" not in system
+
+
+def test_the_header_is_introduced_as_a_file_the_candidate_must_include(run: ThreeSteps) -> None:
+    assert "## kb_problem.h (generated for this problem; your file must #include it)" in run.initial_prompt
+    assert "## kb_problem.h (generated for this problem; the file must #include it)" in run.step_user_prompt(0)
+    assert "already included" not in run.initial_prompt + run.step_user_prompt(0)
+
+
+def test_the_first_kernels_technique_line_is_offered_the_catalogues_names(run: ThreeSteps) -> None:
+    line = next(line for line in run.initial_prompt.splitlines() if line.startswith("Technique names"))
+    names = line.rsplit(": ", 1)[1].rstrip(".").split(", ")
+    assert "vectorized_access" in names and names == sorted(names)
+    assert "a catalogue name the prompt lists" in str(run.lowering.prompts[0][0].content)
+
+
+def test_every_cuda_writing_prompt_asks_for_one_answer_form(run: ThreeSteps) -> None:
+    for system, user in (run.lowering.prompts[0], run.step_prompt(0)):
+        text = " ".join(f"{system.content} {user.content}".split())
+        assert "One to three sentences" in text and "one to three sentences" in text
+        assert "one or two sentences" not in text and "a short explanation" not in text
+
+
+def test_the_precision_contract_warns_of_the_online_softmax_trap(run: ThreeSteps) -> None:
+    assert "expf(-inf - -inf) = NaN" in run.initial_prompt
