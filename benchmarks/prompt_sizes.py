@@ -75,8 +75,8 @@ ROLE_BUDGETS: dict[str, int] = {
     "state_matcher/match_state": 1500, "policy_evaluation/policy_evaluation": 1500,
     "perf_gap_analysis/perf_gap_analysis": 1500, "parameter_update/parameter_update": 2500,
 }
-PRECISION_ON_CPU = (" The precision facts were measured by the harness's own code on this machine's CPU, at the "
-                    "problem's size, as the harness measures them on the GPU.")
+PRECISION_ON_CPU = (" Where the problem has matrix products, the precision facts were measured by the harness's "
+                    "own code on this machine's CPU, at the problem's size, as the harness measures them on the GPU.")
 RENDERED_ON_CPU = ("<!-- Rendered on CPU by benchmarks/prompt_sizes.py: the GPU, PyTorch's times and kernels and "
                    "every profile are a stand-in's figures (see that script's docstring), not measurements. -->\n\n")
 # The stand-in's kernels: the initial one at twice PyTorch's best time, each step 20% faster.
