@@ -113,3 +113,14 @@ def test_values_render_as_python_spells_them_and_tensors_not_at_all() -> None:
     assert [render_value(v) for v in (1e-5, (3,), [1, 2], "mean", None, True, float("inf"))] == [
         "1e-05", "(3,)", "[1, 2]", "'mean'", "None", "True", "float('inf')"]
     assert render_value(torch.zeros(1)) is None
+
+
+@needs_kernelbench
+@pytest.mark.parametrize(("relative", "said"), [
+    ("level1/96", "F.smooth_l1_loss(reduction='mean', beta=1.0)"),
+    ("level1/98", "F.kl_div(reduction='batchmean', log_target=False)"),
+    ("level1/99", "reduction='mean')"),
+    ("level1/34", "affine=False, track_running_stats=False"),
+])
+def test_every_loss_and_norm_names_the_defaults_it_runs_with(relative: str, said: str) -> None:
+    assert any(said in line for line in settings_of(relative))
