@@ -113,7 +113,7 @@ def test_the_precision_contract_states_each_policys_own_tolerance() -> None:
 def test_the_lowering_prompt_shows_the_targets_and_the_roofline_fraction(run: ThreeSteps) -> None:
     prompt = run.step_user_prompt(1)
     for fact in ("PyTorch eager 1.0000 ms, torch.compile 0.8000 ms: the time to beat is 0.8000 ms",
-                 "PyTorch's own kernels (the stand-in's recorded profile, not this problem's): scale 0.0497 ms "
+                 "PyTorch's own kernels (from the stand-in's profile of another problem): scale 0.0497 ms "
                  "(73% of PyTorch's GPU time, 1 launch(es)); rowsum",
                  "Stand-in figures of a test double, not measured.",
                  "Compulsory work: 120 MiB", "Roofline floor on this GPU: 0.0500 ms, bound by memory (3,000 GB/s)",
