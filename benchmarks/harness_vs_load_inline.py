@@ -5,12 +5,18 @@ several seeds of fresh inputs, then time the kernel. The harness path is `evalua
 process, nvcc -c of the candidate only); the load_inline path is how KernelBench evaluates (a PyTorch C++
 extension built per candidate). Prints each path's wall time, their ratio, and the harness's timing spread.
 
+`kernelbench_file_seconds` runs a file `kernelblaster export --format kernelbench` wrote down the same
+load_inline path (the file builds its own extension; its ModelNew is verified and timed as above).
+
 Run on a GPU machine:  python benchmarks/harness_vs_load_inline.py [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
+import os
 import shutil
 import statistics
 import tempfile
@@ -23,9 +29,10 @@ import torch
 
 from kernelblaster.harness.analysis import spec_for_problem
 from kernelblaster.harness.build import driver_object
+from kernelblaster.harness.compare import compare_output
 from kernelblaster.harness.evaluate import EvalOptions, detect_arch, evaluate_candidate
 from kernelblaster.harness.header import generate_header
-from kernelblaster.harness.precision import tolerance_for
+from kernelblaster.harness.precision import PrecisionPolicy, tolerance_for, torch_precision
 from kernelblaster.harness.problem import ProblemInstance, instantiate, load_problem
 from kernelblaster.harness.roofline import peaks_for_device
 from kernelblaster.harness.timing import time_torch_calls
@@ -110,6 +117,46 @@ def load_inline_seconds(problem_path: Path, candidate: Path, build_root: Path) -
                                   [torch.empty_like(r) for r in reference])
 
     time_torch_calls([call_on(instantiate(problem, seed, "cuda")) for seed in range(2)], 0)
+    return time.perf_counter() - started, correct
+
+
+def kernelbench_file_seconds(problem_path: Path, kernel_file: Path, build_root: Path,
+                             policy: PrecisionPolicy = "strict") -> tuple[float, bool]:
+    """The load_inline path for an exported KernelBench file: import it (its load_inline builds the kernel, in
+    `build_root`), then, on each seed, its ModelNew with the seed's weights against the problem's reference (by
+    the harness's comparison, under `policy`), then time it. Wall seconds, and whether every seed matched."""
+    started = time.perf_counter()
+    previous = os.environ.get("TORCH_EXTENSIONS_DIR")
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(build_root)
+    try:
+        spec = importlib.util.spec_from_file_location(f"kernelbench_file_{kernel_file.stem}", kernel_file)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        if previous is None:
+            os.environ.pop("TORCH_EXTENSIONS_DIR")
+        else:
+            os.environ["TORCH_EXTENSIONS_DIR"] = previous
+    problem = load_problem(problem_path)
+    correct = True
+    models: list[tuple[torch.nn.Module, list[Any]]] = []
+    for seed in range(SEEDS):
+        instance = instantiate(problem, seed, "cuda")
+        with torch.device("cuda"):
+            model = module.ModelNew(*instance.init_args)
+        model.load_state_dict(instance.initial_state)
+        with torch_precision(policy):
+            reference = instance.reference()
+        with torch.no_grad():
+            output = model(*instance.args)
+        outputs = list(output) if isinstance(output, tuple) else [output]
+        correct &= all(compare_output(o, r, tolerance_for(r.dtype, policy), f"output {i}").passed
+                       for i, (o, r) in enumerate(zip(outputs, reference, strict=True)))
+        if seed < 2:  # the input sets timed (as load_inline_seconds times two)
+            models.append((model, instance.args))
+        del instance, reference, outputs, output
+    time_torch_calls([functools.partial(model, *args) for model, args in models], 0)
     return time.perf_counter() - started, correct
 
 

@@ -1,4 +1,4 @@
-"""`kernelblaster bench run | resume | report | baseline`: benchmark suites from the command line.
+"""`kernelblaster bench run | resume | report | baseline | export`: benchmark suites from the command line.
 
 Flags are validated into the options models below (a run's settings into `RunContext`, as for `optimize`)
 before anything is created. Building the parser imports nothing heavy; each command imports what it runs.
@@ -7,6 +7,7 @@ before anything is created. Building the parser imports nothing heavy; each comm
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -66,6 +67,13 @@ class ReportOptions(Options):
     out: PathText | None = None
 
 
+class ExportOptions(Options):
+    suite_dir: PathText
+    format: Literal["kernelbench"]
+    out: PathText
+    force: bool = False
+
+
 class BaselineOptions(Selection):
     out: PathText | None = None
     gpus: GpuIndices = (0,)
@@ -119,6 +127,15 @@ def add_commands(subparsers: Subcommands) -> None:
     baseline.add_argument("--precision", metavar="|".join(PRECISION_POLICIES), help="numerical freedom (strict)")
     baseline.add_argument("--published", metavar="DIR",
                           help="KernelBench baseline_times/<hardware> directory (default: SUITE's H100_Modal)")
+
+
+    export = add_command(commands, "export", help="write every problem's best kernel as a KernelBench submission file, "
+                         "named as KernelBench's runs/<run_name>/ folder expects", options=ExportOptions,
+                         run=run_export)
+    export.add_argument("suite_dir", help="the suite directory")
+    export.add_argument("--format", metavar="kernelbench", help="KernelBench's submission format (the one offered)")
+    export.add_argument("--out", metavar="DIR", help="where to write the files (a new or empty directory)")
+    export.add_argument("--force", action="store_true", help="write into DIR even if it holds files")
 
 
 def _add_selection(parser: argparse.ArgumentParser) -> None:
@@ -208,6 +225,58 @@ def run_baseline(options: BaselineOptions) -> int:
     summary = report.read_text().splitlines()[-1]  # the comparison ends with its geometric means
     print(f"{summary}\nbaselines: {root / 'results.sqlite'}\nreport: {report}")
     return 0
+
+
+def run_export(options: ExportOptions) -> int:
+    from kernelblaster.eval.suite import open_suite
+    from kernelblaster.graph.app.export_cli import DEFAULT_ARCH, check_same_header, run_kernel
+    from kernelblaster.harness.export.exporter import export_kernelbench, prepare_export
+
+    root, out = Path(options.suite_dir), Path(options.out)
+    if not (root / "results.sqlite").is_file():
+        raise UserFacingError(f"SUITE_DIR {root}: not a suite directory (no results.sqlite)")
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not options.force)):
+        raise UserFacingError(f"--out {out}: " + ("is not a directory" if not out.is_dir() else
+                                                  "holds files (add --force to write among them)"))
+    suite = open_suite(root)
+    try:
+        rows = suite.db.problems()
+        run_dirs = {row.position: suite.run_dir(row.position) for row in rows}
+    finally:
+        suite.db.close()
+    out.mkdir(parents=True, exist_ok=True)
+    written, skipped = 0, []
+    for row in rows:
+        run_dir = run_dirs[row.position]
+        if not (run_dir / "run.json").is_file():
+            skipped.append(f"{row.problem_id} ({row.status}, no run yet)")
+            continue
+        try:
+            found = run_kernel(run_dir)
+            kernel = prepare_export(found.problem, found.candidate, arch=found.arch or DEFAULT_ARCH,
+                                    precision=found.precision, allow=found.allow)
+            check_same_header(found, kernel.header)
+        except UserFacingError as why:
+            skipped.append(f"{row.problem_id} ({why})")
+            continue
+        path = export_kernelbench(kernel, out / kernelbench_file_name(row.level, row.number, row.problem_id),
+                                  force=True)
+        print(f"{row.problem_id}: {path}")
+        written += 1
+    print(f"{written} kernel(s) written to {out}; evaluate them with KernelBench: copy {out} to its runs/<run_name>/ "
+          "and run `python scripts/eval_from_generations.py run_name=<run_name> level=<L> dataset_src=local`")
+    if skipped:
+        print(f"{len(skipped)} problem(s) without a kernel to export: " + "; ".join(skipped[:10]))
+    return 0
+
+
+def kernelbench_file_name(level: int | None, number: int | None, problem_id: str) -> str:
+    """KernelBench's name for sample 0 of a problem (scripts/generate_samples.py and eval_from_generations.py
+    read `level_<L>_problem_<N>_sample_<S>_kernel.py`); a problem outside KernelBench's levels keeps its id."""
+    if level is not None and number is not None:
+        return f"level_{level}_problem_{number}_sample_0_kernel.py"
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", problem_id).strip("-")
+    return f"{slug}_sample_0_kernel.py"
 
 
 def _suite_config(options: BenchRunOptions) -> SuiteConfig:

@@ -17,6 +17,8 @@ class PublishedResult(BaseModel):
     protocol: str
 
 
+CUDA_AGENT_SOURCE = "CUDA Agent: Large-Scale Agentic RL for High-Performance CUDA Kernel Generation, arXiv 2602.24286"
+
 PUBLISHED: tuple[PublishedResult, ...] = (
     PublishedResult(
         system="KernelBlaster (paper)", against="faster of eager and torch.compile",
@@ -28,12 +30,12 @@ PUBLISHED: tuple[PublishedResult, ...] = (
     ),
     PublishedResult(
         system="CUDA Agent", against="PyTorch eager", level_geomeans={1: 2.48, 2: 3.27, 3: 1.80},
-        source="the CUDA Agent paper, as quoted in KernelBlaster issue 11",
+        source=CUDA_AGENT_SOURCE,
         protocol="RL-trained agent; see its paper for the model, hardware and timing protocol before comparing",
     ),
     PublishedResult(
         system="CUDA Agent", against="torch.compile", level_geomeans={1: 1.87, 2: 2.80, 3: 1.52},
-        source="the CUDA Agent paper, as quoted in KernelBlaster issue 11",
+        source=CUDA_AGENT_SOURCE,
         protocol="RL-trained agent; see its paper for the model, hardware and timing protocol before comparing",
     ),
 )

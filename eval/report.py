@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import base64
 import html
+import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from matplotlib.figure import Figure
 
 from kernelblaster.eval import plots
 from kernelblaster.eval.metrics import BASELINE_FIELDS, Baseline, SpeedupSummary, by_level, fast_p, summarise
@@ -99,22 +103,27 @@ def build_report(main: SuiteData, others: Sequence[SuiteData]) -> list[Block]:
     blocks: list[Block] = [Heading(f"KernelBlaster suite: {main.label}", 1), *_setup(main)]
     blocks += [Heading("Results by level"), _level_table(main.rows)]
     blocks += [Heading("fast_p"), _fast_p_table(main.rows),
-               Image("fast_p.png", "fast_p against eager and torch.compile", plots.fast_p_plot(series))]
+               *_figure("fast_p.png", "fast_p against eager and torch.compile", plots.fast_p_plot(series))]
     blocks += [Heading("Published results"), Paragraph(f"This suite's protocol: {OUR_PROTOCOL}"),
                _published_table(main.rows)]
     if others:
         blocks += [Heading("Ablations side by side"), _ablation_table(everyone)]
     blocks += [
-        Image("geomean_by_level.png", "Geometric mean per level", plots.geomean_by_level_plot(series)),
-        Image("speedups.png", "Distribution of speedups", plots.speedup_distribution_plot(series)),
-        Image("valid_rate.png", "Valid-kernel rate", plots.valid_rate_plot(series)),
+        *_figure("geomean_by_level.png", "Geometric mean per level", plots.geomean_by_level_plot(series)),
+        *_figure("speedups.png", "Distribution of speedups", plots.speedup_distribution_plot(series),
+                 "No suite has a valid kernel, so there are no speedups to show."),
+        *_figure("valid_rate.png", "Valid-kernel rate", plots.valid_rate_plot(series)),
         Heading("Tokens and cost"), Paragraph(_token_line(main.rows, costs)),
-        Image("tokens.png", "Tokens per problem", plots.tokens_plot(main.rows, costs)),
+        *_figure("tokens.png", "Tokens per problem", plots.tokens_plot(main.rows, costs),
+                 "No problem has finished, so there are no tokens per problem to show."),
         Heading("The knowledge base along the suite"), Paragraph(_kb_line(main.versions)),
-        Image("kb_growth.png", "KB growth", plots.kb_growth_plot(main.versions)),
-        Heading("Roofline of the best kernels"),
-        Image("roofline.png", "Roofline fraction", plots.roofline_plot(main.rows)),
-        Heading("Problems"), _problem_table(main.rows, costs),
+        *_figure("kb_growth.png", "KB growth", plots.kb_growth_plot(main.versions)),
+        Heading("Roofline of the best kernels"), Paragraph(_roofline_line(main.rows)),
+        *_figure("roofline.png", "Roofline fraction", plots.roofline_plot(main.rows)),
+        Heading("Problems"), Paragraph("Times and speedups of each problem's best kernel:"),
+        _problem_table(main.rows),
+        Paragraph("What each problem cost, and the suite KB's version before and after it:"),
+        _problem_cost_table(main.rows, costs),
     ]
     return blocks
 
@@ -134,26 +143,57 @@ def render_markdown(blocks: Sequence[Block]) -> str:
     return "\n".join(lines)
 
 
+# Tables fit the page: numbers and short cells never break; longer text breaks between words and after the
+# slashes and underscores of problem names and paths; a table still wider than a narrow window scrolls
+# inside its own box instead of widening the page.
+_STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.35;"
+          "overflow-wrap:break-word}.table{overflow-x:auto;max-width:100%}"
+          "table{border-collapse:collapse;font-size:13px;margin:.3em 0 1em}"
+          "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}td.text,th.text{text-align:left}"
+          "td.short{white-space:nowrap}th{background:#f4f4f4}figure{margin:1em 0}"
+          "img{max-width:100%;height:auto}figcaption{color:#555;font-size:13px}")
+_NUMBER = re.compile(r"-|[-+]?[0-9][0-9.,]*(x|%)?")
+_TEXT = " class='text'"
+_BREAK_AFTER = re.compile(r"([/_])")
+_WBR = r"\1<wbr>"
+_SHORT = 16  # characters: a cell this long or shorter stays on one line
+
+
 def render_html(blocks: Sequence[Block], title: str) -> str:
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
-             "body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}img{max-width:100%}</style></head><body>"]
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'>"
+             "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"]
     for block in blocks:
         if isinstance(block, Heading):
             parts.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
         elif isinstance(block, Paragraph):
             parts.append(f"<p>{html.escape(block.text)}</p>")
         elif isinstance(block, Table):
-            head = "".join(f"<th>{html.escape(cell)}</th>" for cell in block.header)
-            body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-                           for row in block.rows)
-            parts.append(f"<table><tr>{head}</tr>{body}</table>")
+            parts.append(_html_table(block))
         else:
             encoded = base64.b64encode(block.png).decode()
             parts.append(f"<figure><img alt='{html.escape(block.title)}' data-name='{block.name}' "
                          f"src='data:image/png;base64,{encoded}'><figcaption>{html.escape(block.title)}"
                          "</figcaption></figure>")
     return "".join(parts) + "</body></html>\n"
+
+
+def _html_table(table: Table) -> str:
+    """Numbers right-aligned, words left-aligned: a column is text if any of its cells is not a number."""
+    text = [any(not _NUMBER.fullmatch(row[column]) for row in table.rows) for column in range(len(table.header))]
+
+    def cell(value: str, column: int) -> str:
+        short = len(value) <= _SHORT
+        classes = (["text"] if text[column] else []) + (["short"] if short else [])
+        kind = f" class='{' '.join(classes)}'" if classes else ""
+        escaped = html.escape(value)
+        return f"<td{kind}>{escaped if short else _BREAK_AFTER.sub(_WBR, escaped)}</td>"
+
+    head = "".join(f"<th{_TEXT if text[column] else ''}>{html.escape(value)}</th>"
+                   for column, value in enumerate(table.header))
+    body = "".join("<tr>" + "".join(cell(value, column) for column, value in enumerate(row)) + "</tr>"
+                   for row in table.rows)
+    return f"<div class='table'><table><tr>{head}</tr>{body}</table></div>"
 
 
 def ratio(value: float | None) -> str:
@@ -185,10 +225,27 @@ def _setup(data: SuiteData) -> list[Block]:
     return [Paragraph(
         f"Source {config.source} ({config.selection}, order {config.order}); {len(data.rows)} problems: "
         f"{counts['done']} done, {counts['failed']} failed, {counts['running']} interrupted, "
-        f"{counts['pending']} not started. {context.iterations} iterations of {context.trajectories} trajectories "
-        f"of depth {context.depth}, top-k {context.top_k}, model {context.model}, precision {context.precision}. "
+        f"{counts['pending']} not started. {_count(context.iterations, 'iteration')} of "
+        f"{_count(context.trajectories, 'trajectory', 'trajectories')} of depth {context.depth}, top-k "
+        f"{context.top_k}, model {context.model}, precision {context.precision}. "
         f"Method: {config.ablation}; KB version 0 from {config.start_kb}; {config.window} problem(s) at once. "
-        f"{_ending_line(data.ending, config.token_limit)}")]
+        f"{_ending_line(data.ending, config.token_limit)}"), Paragraph(_machines_line(data.rows))]
+
+
+def _count(number: int, one: str, many: str | None = None) -> str:
+    return f"{number} {one if number == 1 else many or one + 's'}"
+
+
+def _machines_line(rows: Sequence[ProblemRow]) -> str:
+    """The machines the problems ran on, with how many problems each; numbers from different ones differ."""
+    machines = Counter(
+        f"{r.gpu_name}, driver {r.driver_version}, CUDA runtime {r.cuda_runtime}, nvcc {r.nvcc_version}, "
+        f"torch {r.torch_version}" for row in rows if (r := row.result) is not None and r.gpu_name is not None)
+    if not machines:
+        return "Machine: not recorded (the results were written before machines were recorded)."
+    listed = "; ".join(f"{machine} ({count} problem{'s' * (count != 1)})" for machine, count in machines.items())
+    warning = " The times of problems on different machines are not comparable." if len(machines) > 1 else ""
+    return f"Measured on: {listed}.{warning}"
 
 
 def _ending_line(ending: SuiteEnding | None, token_limit: int | None) -> str:
@@ -248,28 +305,51 @@ def _ablation_table(everyone: Sequence[SuiteData]) -> Table:
                   "level 2", "level 3", "tokens"], lines)
 
 
-def _problem_table(rows: Sequence[ProblemRow], costs: dict[int, float]) -> Table:
-    def cell(row: ProblemRow, name: str, form: Callable[[float | None], str]) -> str:
-        return form(getattr(row.result, name)) if row.result else "-"
+def _cell(row: ProblemRow, name: str, form: Callable[[float | None], str]) -> str:
+    return form(getattr(row.result, name)) if row.result else "-"
 
-    lines = []
-    for row in rows:
-        result = row.result
-        lines.append([str(row.position), row.problem_id, result.verdict if result else row.status,
-                      *[cell(row, name, milliseconds) for name in ("eager_ms", "compile_ms", "initial_ms", "best_ms")],
-                      *[cell(row, BASELINE_FIELDS[a], ratio) for a in ("eager", "compile", "baseline", "initial")],
-                      cell(row, "roofline_fraction", share), str(result.total_tokens) if result else "-",
-                      f"{costs[row.position]:.2f}" if row.position in costs else "-",
-                      cell(row, "wall_s", lambda v: f"{v:.0f}" if v is not None else "-"),
-                      f"{_version(row.kb_version_before)} -> {_version(row.kb_version_after)}",
-                      _note(result) if result else ""])
+
+def _problem_table(rows: Sequence[ProblemRow]) -> Table:
+    lines = [[str(row.position), row.problem_id, row.result.verdict if row.result else row.status,
+              *[_cell(row, name, milliseconds) for name in ("eager_ms", "compile_ms", "initial_ms", "best_ms")],
+              *[_cell(row, BASELINE_FIELDS[a], ratio) for a in ("eager", "compile", "baseline", "initial")],
+              _cell(row, "roofline_fraction", share)] for row in rows]
     return Table(["#", "problem", "verdict", "eager ms", "compile ms", "initial ms", "best ms", "vs eager",
-                  "vs compile", "vs baseline", "vs initial", "roofline", "tokens", "cost USD", "wall s", "KB",
-                  "note"], lines)
+                  "vs compile", "vs baseline", "vs initial", "roofline"], lines)
+
+
+def _problem_cost_table(rows: Sequence[ProblemRow], costs: dict[int, float]) -> Table:
+    lines = [[str(row.position), row.problem_id, str(row.result.total_tokens) if row.result else "-",
+              f"{costs[row.position]:.2f}" if row.position in costs else "-",
+              _cell(row, "wall_s", lambda v: f"{v:.0f}" if v is not None else "-"),
+              f"{_version(row.kb_version_before)} -> {_version(row.kb_version_after)}",
+              _note(row.result) if row.result else ""] for row in rows]
+    return Table(["#", "problem", "tokens", "cost USD", "wall s", "KB", "note"], lines)
 
 
 def _note(result: ProblemResult) -> str:
     return result.error or (f"stopped at {STOPPED_BY[result.stopped_by]}" if result.stopped_by else "")
+
+
+def _figure(name: str, title: str, figure: Figure | None, missing: str | None = None) -> list[Block]:
+    """The plot, or (when it has nothing to show) the sentence that says why, never an empty frame."""
+    if figure is not None:
+        return [Image(name, title, plots.png(figure))]
+    return [Paragraph(missing)] if missing else []
+
+
+def _roofline_line(rows: Sequence[ProblemRow]) -> str:
+    valid = [row for row in rows if row.result and row.result.verdict == "ok"]
+    measured = [row for row in valid if row.result and row.result.roofline_fraction is not None]
+    why = ("the harness records one where it could work out the problem's roofline floor: its compulsory bytes "
+           "and FLOPs against the GPU's measured peaks")
+    if not valid:
+        return "No problem has a valid kernel, so no best kernel has a roofline fraction."
+    if not measured:
+        return f"None of the {len(valid)} best kernels has a roofline fraction ({why}), so there is no plot."
+    left_out = f"; the other {len(valid) - len(measured)} have none ({why})" if len(measured) < len(valid) else ""
+    return (f"How close each best kernel comes to the fastest any kernel could be on this GPU; {len(measured)} of "
+            f"the {len(valid)} best kernels have a roofline fraction{left_out}.")
 
 
 def _version(version: int | None) -> str:

@@ -2,8 +2,10 @@
 each problem per role, the suite KB's versions, and PyTorch baseline timings.
 
 The schema is versioned (`PRAGMA user_version`); a database written by a newer version of this tool is
-refused before anything is written to it. Every change is one transaction, so a kill leaves the
-database as it was before the change or after it.
+refused before anything is written to it, and one written by an older version is brought up to date when
+opened (one transaction; `_MIGRATIONS`), or, where it cannot be written, read as it is (its rows have no
+machine). Every change is one transaction, so a kill leaves the database as it was before the change or
+after it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kernelblaster.tools.errors import UserFacingError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DATABASE_NAME = "results.sqlite"
 BASELINES_KEY = "baselines"
 
@@ -40,7 +42,8 @@ CREATE TABLE problems (
     eager_ms REAL, compile_ms REAL, initial_ms REAL, best_ms REAL,
     vs_eager REAL, vs_compile REAL, vs_baseline REAL, vs_initial REAL, roofline_fraction REAL,
     tokens INTEGER NOT NULL DEFAULT 0, cost_usd REAL, wall_s REAL, best_sha256 TEXT,
-    kb_version_before INTEGER, kb_version_after INTEGER, stopped_by TEXT, error TEXT
+    kb_version_before INTEGER, kb_version_after INTEGER, stopped_by TEXT, error TEXT,
+    gpu_name TEXT, driver_version TEXT, cuda_runtime TEXT, nvcc_version TEXT, torch_version TEXT
 );
 CREATE TABLE tokens (
     position INTEGER NOT NULL REFERENCES problems(position), role TEXT NOT NULL, calls INTEGER NOT NULL,
@@ -57,6 +60,12 @@ CREATE TABLE baselines (
     published_eager_ms REAL, published_compile_ms REAL
 );
 """
+
+# What brings a database of version n up to version n + 1.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: tuple(f"ALTER TABLE problems ADD COLUMN {name} TEXT"
+             for name in ("gpu_name", "driver_version", "cuda_runtime", "nvcc_version", "torch_version")),
+}
 
 
 class RoleTokens(BaseModel):
@@ -89,6 +98,13 @@ class ProblemResult(BaseModel):
     best_sha256: str | None = None
     stopped_by: StopCause | None = None
     error: str | None = None
+    # The machine (harness.machine.Machine) the problem ran on; None in rows written before machines were
+    # recorded. `gpu` above is the suite's slot (gpu0, node/gpu1), this the GPU's name.
+    gpu_name: str | None = None
+    driver_version: str | None = None
+    cuda_runtime: str | None = None
+    nvcc_version: str | None = None
+    torch_version: str | None = None
     tokens: list[RoleTokens] = []
 
     @property
@@ -183,6 +199,8 @@ class ResultsDB:
         if version == 0:
             with connection:
                 connection.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+        elif version < SCHEMA_VERSION:
+            _migrate(connection)
         return cls(connection, path)
 
     def close(self) -> None:
@@ -221,9 +239,12 @@ class ResultsDB:
                 "SELECT position, role, calls, input_tokens, output_tokens FROM tokens ORDER BY position, rowid"):
             tokens.setdefault(position, []).append(RoleTokens(role=role, calls=calls, input_tokens=inputs,
                                                               output_tokens=outputs))
+        # A database that could not be migrated (read-only) lacks the newer columns: they read as NULL.
+        present = {row[1] for row in self._connection.execute("PRAGMA table_info(problems)")}
+        columns = [name if name in present else "NULL" for name in _RESULT_COLUMNS]
         cursor = self._connection.execute(
             "SELECT position, problem_id, level, number, path, status, run_dir, kb_version_before, kb_version_after, "
-            f"{', '.join(_RESULT_COLUMNS)} FROM problems ORDER BY position")
+            f"{', '.join(columns)} FROM problems ORDER BY position")
         try:
             return [_problem_row(row, tokens.get(row[0], [])) for row in cursor]
         except ValidationError as error:
@@ -275,6 +296,24 @@ class ResultsDB:
     def holds_baselines(self) -> bool:
         """Whether `bench baseline` made the database (one older than its meta record is known by its rows)."""
         return self.get_meta(BASELINES_KEY, BaselineDirectory) is not None or bool(self.baselines())
+
+
+def _migrate(connection: sqlite3.Connection) -> None:
+    """Bring an older database up to SCHEMA_VERSION in one transaction (another process may have done it while
+    this one waited for the lock); leave it as it is where it cannot be written."""
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:  # read-only (a file, a folder or a mount): read it as it is
+        return
+    try:
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        for step in range(version, SCHEMA_VERSION):
+            for statement in _MIGRATIONS[step]:
+                connection.execute(statement)
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        connection.commit()
+    except sqlite3.OperationalError:
+        connection.rollback()
 
 
 def _problem_row(row: tuple[Any, ...], tokens: list[RoleTokens]) -> ProblemRow:

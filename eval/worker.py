@@ -23,6 +23,7 @@ from kernelblaster.graph.core.run_files import RunFiles
 from kernelblaster.graph.core.services import Services
 from kernelblaster.graph.core.state import KernelRef
 from kernelblaster.graph.llm.usage import TokenUsage
+from kernelblaster.harness.machine import Machine, this_machine
 from kernelblaster.harness.problem import ProblemError
 from kernelblaster.harness.result import EvalResult
 from kernelblaster.kb.safe_files import replace_as_sole_writer
@@ -76,13 +77,24 @@ def run_problem(job: ProblemJob, services: Services, emit: Emit, slot: str) -> P
     try:
         run = _open_or_create(job, services)
         stopped_by = _advance(run, job, emit, slot, clock)
-        return problem_result(run, slot, clock.total(), stopped_by, suite_stop)
+        result = problem_result(run, slot, clock.total(), stopped_by, suite_stop)
     except ProblemError as error:
-        return ProblemResult(verdict="load_error", gpu=slot, wall_s=clock.total(), error=str(error))
+        result = ProblemResult(verdict="load_error", gpu=slot, wall_s=clock.total(), error=str(error))
     except UserFacingError as error:
-        return ProblemResult(verdict="error", gpu=slot, wall_s=clock.total(), error=str(error))
+        result = ProblemResult(verdict="error", gpu=slot, wall_s=clock.total(), error=str(error))
     except Exception as error:  # a failed problem is a result of the suite, which goes on
-        return ProblemResult(verdict="error", gpu=slot, wall_s=clock.total(), error=f"{type(error).__name__}: {error}")
+        result = ProblemResult(verdict="error", gpu=slot, wall_s=clock.total(),
+                               error=f"{type(error).__name__}: {error}")
+    if result.gpu_name is None:  # no kernel measured: the machine is this worker's, where the run was made
+        result = with_machine(result, this_machine(job.context.gpus[0]))
+    return result
+
+
+def with_machine(result: ProblemResult, machine: Machine) -> ProblemResult:
+    """The result naming the machine it was measured on."""
+    return result.model_copy(update={"gpu_name": machine.gpu, "driver_version": machine.driver,
+                                     "cuda_runtime": machine.cuda_runtime, "nvcc_version": machine.nvcc,
+                                     "torch_version": machine.torch})
 
 
 def _open_or_create(job: ProblemJob, services: Services) -> Run:
@@ -122,7 +134,7 @@ def problem_result(run: Run, slot: str, wall_s: float, stopped_by: StopCause | N
         stopped_by = "suite_tokens" if suite_stop is not None and ended_early == suite_stop.reason else "tokens"
     baseline, initial, best, usage = state.baseline, state.initial, state.best, state.token_usage
     measured = _measured(run.files, best)
-    return ProblemResult(
+    result = ProblemResult(
         verdict="ok" if best is not None else "no_valid_kernel", gpu=slot,
         eager_ms=baseline.eager_ms if baseline else None, compile_ms=baseline.compile_ms if baseline else None,
         initial_ms=initial.time_ms if initial else None, best_ms=best.time_ms if best else None,
@@ -136,6 +148,8 @@ def problem_result(run: Run, slot: str, wall_s: float, stopped_by: StopCause | N
         cost_usd=cost.usd if (cost := usage_cost(usage, run.record.context.prices)) else None,
         tokens=tokens_by_role(usage),
     )
+    # The best kernel's own record: a resumed problem may have measured it on another machine than this one.
+    return with_machine(result, measured.machine) if measured and measured.machine else result
 
 
 def _measured(files: RunFiles, best: KernelRef | None) -> EvalResult | None:

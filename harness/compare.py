@@ -110,7 +110,8 @@ def _finite_comparison(output: torch.Tensor, reference: torch.Tensor, tolerance:
     for start, (out, ref) in _chunks((output, reference), chunk):
         finite = ref.isfinite()
         error = torch.where(finite, (out.double() - ref.double()).abs(), 0.0)
-        mismatches += int((error > atol + tolerance.rtol * ref.double().abs()).sum().item())
+        bound = (atol + tolerance.rtol * ref.double().abs()).clamp_min(tolerance.error_floor)
+        mismatches += int((error > bound).sum().item())
         error_square_sum += float(error.square().sum())
         largest = int(error.argmax())
         if float(error[largest]) > worst.error:

@@ -4,7 +4,8 @@ too), time, score and profile; and explain a crash with compute-sanitizer's memc
 `CandidateEvaluator` is bound to one problem and one set of options: the problem's analysis (spec and
 footprint, derived without the GPU), header, memory plan, references, roofline and baselines are made
 once. The stages run separately, so an agent can retry a failed compile or verification before spending
-GPU time on timing; each returns a value, the values are gathered in `Findings`, and `verdict.decide`
+GPU time on timing (a time below the reference algorithm's compute floor is verified again, in the same driver
+process, before it is scored); each returns a value, the values are gathered in `Findings`, and `verdict.decide`
 turns them into the verdict in one place. Every outcome of the candidate (compile errors, crashes, hangs,
 wrong answers, forged replies, what the sandbox blocked) is an `EvalResult`, and so are a problem too
 large for the GPU (`too_large`, before anything is allocated) and any exception of the harness itself
@@ -38,20 +39,43 @@ from kernelblaster.harness.baseline import baseline_for
 from kernelblaster.harness.buffers import SharedMemoryPool, SharedSet
 from kernelblaster.harness.build import CACHE_VARIABLE, BuildResult, build_candidate, check_libraries_installed
 from kernelblaster.harness.gpu_facts import GpuFacts, read_gpu_facts
+from kernelblaster.harness.gpu_reserve import (
+    TrustedOutOfMemory,
+    candidate_allowance_bytes,
+    freed_since,
+    hoarding_check,
+    noting_out_of_memory,
+    reserved_for_trusted,
+    trusted_session_bytes,
+)
 from kernelblaster.harness.header import generate_header
+from kernelblaster.harness.machine import this_machine
 from kernelblaster.harness.memory_plan import GpuMemory, MemoryPlan, ProblemSizes, plan_memory
 from kernelblaster.harness.precision import PrecisionPolicy
 from kernelblaster.harness.precision_facts import PrecisionFacts, measure_precision_facts, not_measured
 from kernelblaster.harness.problem import Problem, load_problem
 from kernelblaster.harness.profile.outcome import ProfileOutcome
 from kernelblaster.harness.profile.run import profile_candidate, profile_pytorch
-from kernelblaster.harness.references import ReferenceCache
-from kernelblaster.harness.result import BaselineTiming, CandidateTiming, CompileSummary, EvalResult, Roofline, Speedup
-from kernelblaster.harness.roofline import peaks_for_device, roofline_check, roofline_for
+from kernelblaster.harness.references import FLOAT64_FLOP_LIMIT, ReferenceCache
+from kernelblaster.harness.result import (
+    BaselineTiming,
+    CandidateTiming,
+    CheckResult,
+    CompileSummary,
+    EvalResult,
+    Roofline,
+    Speedup,
+)
+from kernelblaster.harness.roofline import below_compute_floor, peaks_for_device, roofline_check, roofline_for
 from kernelblaster.harness.sanitize_run import SanitizedCall, require_sanitizer, sanitize_call
 from kernelblaster.harness.timing import (
+    BatchChecks,
+    RoundTrip,
+    TimedInputs,
+    TrustedBatches,
     flush_and_sync_ms,
     flush_bytes,
+    measure_round_trip,
     stream_escape_check,
     time_candidate,
     wall_seconds,
@@ -61,7 +85,8 @@ from kernelblaster.harness.verify import (
     DriverFailure,
     Verification,
     VerificationContext,
-    check_timed_outputs,
+    extra_verification,
+    timed_set_failure,
     verify_candidate,
 )
 from kernelblaster.kb.operations import OperationKind
@@ -155,6 +180,7 @@ class CandidateEvaluator:
         self.spec = self.analysis.spec
         self.header = generate_header(self.spec)
         self._calibrated_allowance: ClaimAllowance | None = None
+        self._round_trip: RoundTrip | None = None
 
     # -- the stages ---------------------------------------------------------------------------------------
     def evaluate(self, source: str, label: str) -> EvalResult:
@@ -274,8 +300,9 @@ class CandidateEvaluator:
 
     @cached_property
     def references(self) -> ReferenceCache:
+        float64 = self.plan.float64_references and self.analysis.footprint.flops <= FLOAT64_FLOP_LIMIT
         return ReferenceCache(self.problem, self._require_gpu(), list(range(self.options.seeds)),
-                              self.plan.references, self.plan.sizes.float_inputs)
+                              self.plan.references, self.plan.sizes.float_inputs, float64)
 
     @cached_property
     def roofline(self) -> Roofline:
@@ -292,14 +319,17 @@ class CandidateEvaluator:
     def _claim_allowance(self, sets: list[SharedSet]) -> ClaimAllowance:
         """How much unclaimed time a timing request on `sets` may take per call: the driver's own work around
         each call, measured once per evaluator by timing the trusted null candidate on the same buffers (it
-        grows with the outputs, which are poisoned and fingerprinted at every call)."""
-        if self._calibrated_allowance is None:
+        grows with the outputs, which are poisoned and fingerprinted at every call). The same null driver
+        gives the round trip of an empty batch that the trusted batch clock subtracts (`_round_trip`)."""
+        if self._calibrated_allowance is None or self._round_trip is None:
             null = self.build(NULL_CANDIDATE.read_text(), "trusted-null-candidate")
             if not null.ok:
                 raise RuntimeError(f"the harness's null candidate did not build: {null.result and null.result.summary}")
             with self._driver(null, sets, allowance=None) as session:
                 elapsed = [_timed_request_ms(session, len(sets), calls, self.options.timeout_s)
                            for calls in CALIBRATION_CALLS]
+                self._round_trip = measure_round_trip(session, torch.device("cuda", self._require_gpu()),
+                                                      self.options.timeout_s)
             per_call = max((elapsed[1] - elapsed[0]) / (CALIBRATION_CALLS[1] - CALIBRATION_CALLS[0]),
                            flush_and_sync_ms(self._require_gpu()))
             self._calibrated_allowance = ClaimAllowance(per_call_ms=CLAIM_CALL_FACTOR * per_call
@@ -345,17 +375,38 @@ class CandidateEvaluator:
 
     def _in_driver(self, built: BuildStage, sets: list[SharedSet], findings: Findings, verify: bool,
                    measure: bool) -> None:
+        """Verify and time in one driver process. What this process allocates meanwhile is set aside before
+        the driver starts (harness/gpu_reserve.py): a candidate that takes the GPU's memory gets a verdict on
+        its outputs, or, should this process run out all the same, one on the memory it held."""
         allowance = self._claim_allowance(sets) if measure else None
-        try:
-            with self._driver(built, sets, allowance) as session:
-                if verify:
-                    findings.add_verification(self._timed(findings, "verify",
-                                                          lambda: self._verify(session, sets[0])))
-                if measure and findings.passed:
-                    findings.add_measurement(self._timed(findings, "time", lambda: self._time(session, sets)))
-        except DriverError as error:  # setup, or a call while timing
-            findings.driver_failure = DriverFailure.of(error)
-            findings.checks.append(findings.driver_failure.check())
+        gpu = self._require_gpu()
+        if self.plan.references == "cached":
+            self.references.warm()  # computed before the candidate's process holds any memory
+        with reserved_for_trusted(gpu, trusted_session_bytes(self.plan), candidate_allowance_bytes(self.plan)):
+            try:
+                with self._driver(built, sets, allowance) as session, noting_out_of_memory(gpu):
+                    self._check_in(session, sets, findings, verify=verify, measure=measure)
+            except DriverError as error:  # setup, or a call while timing
+                findings.driver_failure = DriverFailure.of(error)
+                findings.checks.append(findings.driver_failure.check())
+            except TrustedOutOfMemory as oom:  # the driver has ended: what it gave back is what it held
+                check = hoarding_check(freed_since(gpu, oom.free_bytes), self.plan)
+                if check is None:
+                    raise oom.error from None
+                findings.checks.append(check)
+
+    def _check_in(self, session: DriverSession, sets: list[SharedSet], findings: Findings, *, verify: bool,
+                  measure: bool) -> None:
+        """Verify and time through one driver session; a time below only the reference's compute floor (an
+        algebraic rewrite does less work) earns more verification, not rejection."""
+        if verify:
+            findings.add_verification(self._timed(findings, "verify", lambda: self._verify(session, sets[0])))
+        if measure and findings.passed:
+            findings.add_measurement(self._timed(findings, "time", lambda: self._time(session, sets)))
+        timing = findings.timing
+        if timing is not None and findings.passed and below_compute_floor(self.roofline, timing.event.median_ms):
+            findings.checks.append(self._timed(findings, "reverify", lambda: extra_verification(
+                session, sets[0], self._verification_context())))
 
     @contextmanager
     def _driver(self, built: BuildStage, sets: list[SharedSet],
@@ -381,12 +432,33 @@ class CandidateEvaluator:
         return verify_candidate(session, shared, self._verification_context())
 
     def _time(self, session: DriverSession, sets: list[SharedSet]) -> Measurement:
-        _fill_with_seeds(self.references, sets)
+        """The event timing (the score), then the trusted batches that bound it and check the timed calls
+        (harness/timing.py); a median the harness's clock contradicts is `forged_result`."""
+        _fill_with_timing_cases(self.references, sets)
+        inputs = TimedInputs(sets)  # digested as filled: the event-timed calls must leave them so too
         timing = time_candidate(session, list(range(len(sets))), self.options.timeout_s)
         escape = stream_escape_check(timing)
         if not escape.passed:
             return Measurement(timing, [escape])
-        return Measurement(timing, [escape, check_timed_outputs(sets, self._verification_context())])
+        assert self._round_trip is not None, "the null candidate's calibration comes first"
+        context = self._verification_context()
+        checks = BatchChecks(outputs=lambda index: timed_set_failure(index, sets[index], context),
+                             inputs=inputs.unchanged, prepare=inputs.change)
+        flush = torch.empty(flush_bytes(self._require_gpu()), dtype=torch.uint8, device=f"cuda:{self.gpu}")
+        outcome = TrustedBatches(session, sets, checks, self._round_trip, self.options.timeout_s).run(
+            timing.event.median_ms, flush)
+        del flush
+        if outcome.forged is not None:
+            raise session.reject(outcome.forged)
+        if outcome.failed is not None:
+            return Measurement(timing, [escape, outcome.failed])
+        assert outcome.timing is not None
+        timing = timing.model_copy(update={"trusted": outcome.timing})
+        return Measurement(timing, [escape, CheckResult(
+            name="timed_outputs", passed=True,
+            detail=f"{outcome.timing.checked_batches} of {outcome.timing.batches} batches of timed calls, chosen "
+                   f"after they ran, gave complete, correct outputs on all {len(sets)} sets; inputs unchanged "
+                   "after every batch")])
 
     def _sanitize(self, built: BuildStage, shared: SharedSet,
                   tools: tuple[SanitizerTool, ...]) -> list[SanitizerResult]:
@@ -410,7 +482,7 @@ class CandidateEvaluator:
     def _profile(self, built: BuildStage, sets: list[SharedSet]) -> ProfileOutcome:
         assert built.program is not None
         return profile_candidate(built.program, [s.ipc() for s in sets], self._require_gpu(),
-                                 built.program.library.parent, self.options.timeout_s, self.sandbox)
+                                 self.options.timeout_s, self.sandbox)
 
     def _verification_context(self) -> VerificationContext:
         return VerificationContext(self.references, self.options.precision, self.options.timeout_s,
@@ -419,7 +491,8 @@ class CandidateEvaluator:
     def _warm_references_in_background(self) -> threading.Thread | None:
         if self.gpu is None or not self.plan.fits or self.plan.references != "cached":
             return None
-        thread = threading.Thread(target=_warm_quietly, args=(self.references,), name="warm-references", daemon=True)
+        thread = threading.Thread(target=_warm_quietly, name="warm-references", daemon=True,
+                                  args=(self.references, self.options.precision == "strict", self.plan.rotating_sets))
         thread.start()
         return thread
 
@@ -443,6 +516,7 @@ class CandidateEvaluator:
             roofline=score.roofline if score else None, profile=findings.profile, sanitizer=findings.sanitizer,
             memory=findings.plan,
             failure=findings.harness_failure, seconds={"build": build.seconds} | findings.seconds,
+            machine=this_machine(self.gpu),
         )
 
 
@@ -453,7 +527,7 @@ def evaluate_candidate(problem_path: Path | str, candidate_path: Path | str, opt
 
 
 def _fill_with_seeds(references: ReferenceCache, sets: list[SharedSet]) -> None:
-    """Verification left special values in set 0; every set gets ordinary seeded values for timing."""
+    """Ordinary seeded values in every set (verification left special values in set 0)."""
     for index, shared in enumerate(sets):
         case = references.seed_case(references.seeds[index % len(references.seeds)])
         shared.fill(case.tensor_args, case.params)
@@ -461,10 +535,20 @@ def _fill_with_seeds(references: ReferenceCache, sets: list[SharedSet]) -> None:
     torch.cuda.synchronize(references.gpu)
 
 
-def _warm_quietly(references: ReferenceCache) -> None:
+def _fill_with_timing_cases(references: ReferenceCache, sets: list[SharedSet]) -> None:
+    """Every set gets a timing case of its own (seeds verification never uses): timing and verification calls
+    run on the same sets, and no set is verification's alone."""
+    for index, shared in enumerate(sets):
+        case = references.timing_case(index)
+        shared.fill(case.tensor_args, case.params)
+        del case  # before the next is computed: a per-case cache holds one at a time
+    torch.cuda.synchronize(references.gpu)
+
+
+def _warm_quietly(references: ReferenceCache, strict: bool, timing_sets: int) -> None:
     """Compute the references ahead; a failure here recurs, and is reported, when the case is needed."""
     with contextlib.suppress(Exception):
-        references.warm()
+        references.warm(strict, timing_sets)
 
 
 def _release_gpu_memory() -> None:

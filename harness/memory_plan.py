@@ -3,8 +3,10 @@
 From the problem's sizes (inputs, params and outputs of the spec; the peak of one reference forward pass)
 and the GPU's free memory, the plan fixes: how many shared argument sets rotate while timing (at least one;
 more only where they fit), whether reference cases are kept for later candidates or computed one case at
-a time and dropped, how many input sets the PyTorch baseline rotates over, and the element count of one
-comparison chunk. Everything else that lives on the GPU meanwhile is counted: the test driver's own CUDA
+a time and dropped, how many input sets the PyTorch baseline rotates over, the element count of one
+comparison chunk, and whether reference cases are also computed in float64 (only where that costs no rotating
+set and no caching: it needs float64 copies of the inputs, params and forward pass).
+Everything else that lives on the GPU meanwhile is counted: the test driver's own CUDA
 context, its L2 flush buffer, headroom for the candidate's workspace, one copy of the outputs (determinism
 and staleness checks), one comparison chunk's temporaries, and a safety share for allocator rounding.
 When even one set with one reference case cannot fit, the plan says `too_large` with the bytes needed and
@@ -16,7 +18,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from kernelblaster.harness.dtypes import dtype_info
-from kernelblaster.harness.references import SPECIAL_CASES, ReferenceHolding
+from kernelblaster.harness.references import SPECIAL_CASES, STRICT_CASES, ReferenceHolding
 from kernelblaster.harness.spec import ProblemSpec, TensorSpec
 
 GIB = 1 << 30
@@ -73,7 +75,8 @@ class MemoryPlan(BaseModel):
     fits: bool = Field(description="False when even one argument set with one reference case does not fit: "
                                    "the verdict is then `too_large`")
     rotating_sets: int = Field(description="Shared input/param/output sets the candidate's timing rotates over "
-                                           "(verification uses the first); 0 when it does not fit")
+                                           "(verification uses the first); each holds a timing case of its own and is "
+                                           "in every trusted batch; 0 when it does not fit")
     references: ReferenceHolding = Field(description="`cached`: reference cases computed once and kept for every "
                                                      "candidate; `per_case`: each case computed when checked, "
                                                      "then dropped")
@@ -86,6 +89,9 @@ class MemoryPlan(BaseModel):
     available_bytes: int = Field(description="GPU memory free when the plan was made, bytes")
     sizes: ProblemSizes = Field(description="The bytes the problem moves and holds")
     gpu: str = Field(description="The GPU planned for")
+    float64_references: bool = Field(default=False, description="Whether reference cases are also computed in "
+                                                                "float64 (candidates judged against them, within "
+                                                                "bounds that follow PyTorch's own fp32 error)")
 
     def too_large_summary(self) -> str:
         return (f"the problem needs {_gib(self.needed_bytes)} of GPU memory for one argument set "
@@ -94,14 +100,23 @@ class MemoryPlan(BaseModel):
 
 
 def plan_memory(sizes: ProblemSizes, gpu: GpuMemory, seeds: int) -> MemoryPlan:
-    """The plan with the most rotating sets that fit; references cached when they fit beside those sets."""
+    """The plan with the most rotating sets that fit; references cached when they fit beside those sets; float64
+    references when they change neither."""
+    plain = _plan(sizes, gpu, seeds, float64=False)
+    exact = _plan(sizes, gpu, seeds, float64=True)
+    same = (exact.fits, exact.rotating_sets, exact.references) == (plain.fits, plain.rotating_sets, plain.references)
+    return exact if plain.fits and same else plain
+
+
+def _plan(sizes: ProblemSizes, gpu: GpuMemory, seeds: int, float64: bool) -> MemoryPlan:
     flush = 2 * gpu.l2_bytes
     workspace = max(MIN_WORKSPACE_BYTES, int(WORKSPACE_SHARE * sizes.set_bytes))
     fixed = DRIVER_CONTEXT_BYTES + flush + workspace + int(SAFETY_SHARE * gpu.free_bytes)
-    per_case = fixed + _per_case_reference_bytes(sizes)
+    per_case = fixed + _per_case_reference_bytes(sizes, float64)
     sets = _sets_that_fit(sizes.set_bytes, per_case, gpu.free_bytes)
-    cached_cases = _case_count(sizes, seeds) * _case_bytes(sizes)
-    cached = fixed + cached_cases + _computing_bytes(sizes) + _comparing_bytes(sizes) + sets * sizes.set_bytes
+    cached_cases = (_case_count(sizes, seeds) + sets) * _case_bytes(sizes)  # a timing case per rotating set
+    cached = (fixed + cached_cases + _computing_bytes(sizes, float64) + _comparing_bytes(sizes)
+              + sets * sizes.set_bytes)
     caching = cached_cases <= CACHE_SHARE * gpu.free_bytes and cached <= gpu.free_bytes
     # The baseline is timed in this process while cached references are still held.
     baseline_sets = _baseline_sets(sizes, gpu.free_bytes - (cached_cases if caching else 0))
@@ -114,7 +129,7 @@ def plan_memory(sizes: ProblemSizes, gpu: GpuMemory, seeds: int) -> MemoryPlan:
                       references="cached" if fits and caching else "per_case",
                       baseline_sets=baseline_sets if fits else 0, compare_chunk_elements=compare_chunk_elements(),
                       flush_bytes=flush, workspace_headroom_bytes=workspace, needed_bytes=needed,
-                      available_bytes=gpu.free_bytes, sizes=sizes, gpu=gpu.name)
+                      available_bytes=gpu.free_bytes, sizes=sizes, gpu=gpu.name, float64_references=fits and float64)
 
 
 def compare_chunk_elements() -> int:
@@ -122,28 +137,42 @@ def compare_chunk_elements() -> int:
 
 
 def _case_bytes(sizes: ProblemSizes) -> int:
-    """A reference case held: its inputs, its params (to fill a set with) and its outputs."""
-    return sizes.set_bytes
+    """A reference case held: its inputs, its params (to fill a set with) and its outputs, with a second result
+    (float64 rounded; for special values the finite reference) and, for special values, reach masks (two bools
+    an element: half the bytes of fp32 outputs)."""
+    return sizes.set_bytes + sizes.output_bytes + sizes.output_bytes // 2
 
 
-def _computing_bytes(sizes: ProblemSizes) -> int:
-    """Computing a case beyond what it keeps: the model's own copy of the params and the forward pass."""
-    return sizes.param_bytes + sizes.forward_peak_bytes + LIBRARY_WORKSPACE_BYTES
+def _computing_bytes(sizes: ProblemSizes, float64: bool) -> int:
+    """Computing a case beyond its inputs and params: the model's own copy of the params and one forward pass,
+    beside what the case holds meanwhile (PyTorch's result and, for special values, the finite reference and the
+    reach masks: the outputs three times at most). With `float64`, the float64 model, inputs and forward pass
+    (twice the fp32 bytes each) and the result rounded back. Special values cost no input copy on the GPU: the
+    originals are kept on the host and the inputs changed in place where the special values sit."""
+    fp32 = sizes.param_bytes + sizes.forward_peak_bytes + 3 * sizes.output_bytes + LIBRARY_WORKSPACE_BYTES
+    fp64 = 2 * (sizes.param_bytes + sizes.input_bytes + sizes.forward_peak_bytes) + sizes.output_bytes
+    return fp32 + (fp64 if float64 else 0)
 
 
 def _comparing_bytes(sizes: ProblemSizes) -> int:
-    """Checking a case beyond the case itself: one copy of the outputs and one chunk's temporaries."""
-    return sizes.output_bytes + COMPARE_CHUNK_BYTES
+    """Checking a case beyond the case itself: one copy of the outputs, one expected tensor (special values)
+    and one chunk's temporaries."""
+    return 2 * sizes.output_bytes + COMPARE_CHUNK_BYTES
 
 
-def _per_case_reference_bytes(sizes: ProblemSizes) -> int:
+def per_case_reference_bytes(sizes: ProblemSizes, float64: bool) -> int:
+    """One reference case computed and checked while a candidate's driver runs (harness/gpu_reserve.py)."""
+    return _per_case_reference_bytes(sizes, float64)
+
+
+def _per_case_reference_bytes(sizes: ProblemSizes, float64: bool) -> int:
     """One case at a time: the larger of computing it and checking against it."""
-    computing = sizes.input_bytes + sizes.param_bytes + _computing_bytes(sizes)
+    computing = sizes.input_bytes + sizes.param_bytes + _computing_bytes(sizes, float64)
     return max(computing, _case_bytes(sizes) + _comparing_bytes(sizes))
 
 
 def _case_count(sizes: ProblemSizes, seeds: int) -> int:
-    return seeds + (len(SPECIAL_CASES) if sizes.float_inputs else 0)
+    return seeds + (len(SPECIAL_CASES) + len(STRICT_CASES) if sizes.float_inputs else 0)
 
 
 def _sets_that_fit(set_bytes: int, other_bytes: int, free_bytes: int) -> int:

@@ -23,13 +23,16 @@ from kernelblaster.kb.precision import PrecisionPolicy as PrecisionPolicy
 
 
 class Tolerance(BaseModel):
-    """Elementwise |out-ref| <= atol + atol_scale*rms(ref) + rtol*|ref|, and a global rel-L2 bound."""
+    """Elementwise |out-ref| <= max(atol + atol_scale*rms(ref) + rtol*|ref|, error_floor), and a global rel-L2
+    bound. `error_floor` is zero for a policy's own bound; `conditioning.widen` raises it (and max_rel_l2) to
+    cover a kernel as accurate as PyTorch where the case itself is ill-conditioned."""
 
     rtol: float
     atol_scale: float
     max_rel_l2: float
     atol: float = 0.0
     exact: bool = False
+    error_floor: float = 0.0
 
 
 _EXACT = Tolerance(rtol=0.0, atol_scale=0.0, max_rel_l2=0.0, exact=True)

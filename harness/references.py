@@ -4,25 +4,45 @@ A problem's references do not depend on the candidate. When the memory plan allo
 evaluator computes them once (while the first candidate compiles) and reuses them for every candidate;
 otherwise (`per_case`) each case is computed when it is checked and dropped after, so only one is ever
 held. A case keeps its arguments, the params the model started from and the outputs, never the model.
-References are always computed in full fp32 (no TF32), whatever freedom the candidate was given.
+References are always computed in full fp32 (no TF32), whatever freedom the candidate was given. Where the
+evaluator allows it (`float64`: memory and a FLOP budget), each case is also computed in float64: candidates are
+judged against that, with a tolerance that follows PyTorch's own fp32 error on the case (harness/conditioning.py).
+A case with NaN or infinities in its inputs also keeps the reference on the finite originals and which outputs
+each kind of special value reaches (harness/special_values.py), so a candidate is judged on the mathematics.
 """
 
 from __future__ import annotations
 
+import copy
+import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 
+from kernelblaster.harness.conditioning import Conditioning, either_expected, measure_conditioning
 from kernelblaster.harness.precision import torch_precision
-from kernelblaster.harness.problem import Problem, instantiate
+from kernelblaster.harness.problem import Problem, ProblemInstance, instantiate, outputs_as_list
+from kernelblaster.harness.special_values import Placement, Reach, expected_output, reach_of
 
 LARGE_SCALE = 1e3
 TINY_SCALE = 1e-4
+# A float64 reference pass costs about this many FLOPs at most (the problem's fp32 FLOP count): on an H100 (fp64
+# about 50 TFLOP/s in matrix products, a few TFLOP/s in cuDNN's fp64 convolutions) well under a second a case.
+FLOAT64_FLOP_LIMIT = 10**12
 
 ReferenceHolding = Literal["cached", "per_case"]
+
+
+@dataclass
+class SpecialExpectation:
+    """For a case with NaN/Inf in its inputs: the reference on the finite originals (float64, rounded to each
+    output's dtype, where computed) and, per output, which elements each kind of special value reaches."""
+
+    finite: list[torch.Tensor]
+    reach: list[Reach]
 
 
 @dataclass
@@ -30,18 +50,74 @@ class ReferenceCase:
     label: str
     args: list[Any]  # forward arguments: tensors on the GPU and plain values
     params: list[torch.Tensor]  # the state_dict values the model started from
-    outputs: list[torch.Tensor]
+    outputs: list[torch.Tensor]  # PyTorch's fp32 (strict) result
+    exact: list[torch.Tensor] | None = None  # the float64 result rounded to each output's dtype, where computed
+    conditioning: list[Conditioning | None] | None = None  # PyTorch's fp32 error per output, where measured
+    special: SpecialExpectation | None = None
 
     @property
     def tensor_args(self) -> list[torch.Tensor]:
         return [a for a in self.args if isinstance(a, torch.Tensor)]
 
+    def expected(self, index: int, output: torch.Tensor) -> torch.Tensor:
+        """What output `index` of a candidate (`output`) must match: the float64 result where there is one, and
+        for special values the mathematics (`special_values.expected_output`)."""
+        if self.special is not None:
+            return expected_output(output, self.outputs[index], self.special.finite[index], self.special.reach[index])
+        if self.exact is None:
+            return self.outputs[index]
+        return either_expected(output, self.outputs[index], self.exact[index])
+
+    def conditioning_of(self, index: int) -> Conditioning | None:
+        return self.conditioning[index] if self.conditioning is not None else None
+
+
+# Special values sit at random places (drawn per process, so no kernel can know them), many per tensor.
+SPECIAL_VALUES_PER_ELEMENTS = 4096
+MIN_SPECIAL_VALUES, MAX_SPECIAL_VALUES = 3, 64
+WIDE_RANGE_EXPONENT = 8  # wide-range inputs: each element times 2**k, k uniform in [-8, 8] (exact in floats)
+
+
+def _random_positions(numel: int, count: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(secrets.randbits(63))
+    return torch.randperm(numel, generator=generator)[: min(count, numel)]
+
 
 def _with_special_values(tensor: torch.Tensor) -> None:
+    """NaN, +Inf and -Inf in turn at many random places."""
     flat = tensor.view(-1)
-    positions = [0, flat.numel() // 2, flat.numel() - 1][: flat.numel()]
-    for position, value in zip(positions, (float("nan"), float("inf"), float("-inf")), strict=False):
-        flat[position] = value
+    count = max(MIN_SPECIAL_VALUES, min(MAX_SPECIAL_VALUES, flat.numel() // SPECIAL_VALUES_PER_ELEMENTS))
+    positions = _random_positions(flat.numel(), count).to(flat.device)
+    values = torch.tensor([float("nan"), float("inf"), float("-inf")], dtype=flat.dtype, device=flat.device)
+    flat[positions] = values[torch.arange(positions.numel(), device=flat.device) % 3]
+
+
+def _one_nan(tensor: torch.Tensor) -> None:
+    """A single NaN at a random place: a kernel that skips part of its work can miss it."""
+    flat = tensor.view(-1)
+    if flat.numel():
+        flat[int(_random_positions(flat.numel(), 1)[0])] = float("nan")
+
+
+def _one_large(tensor: torch.Tensor) -> None:
+    """One value 1000 times the tensor's largest magnitude, of the element's sign, at a random place: it
+    dominates any sum it is part of, so a reduction that skips terms is off by it."""
+    flat = tensor.view(-1)
+    if flat.numel() == 0:
+        return
+    position = int(_random_positions(flat.numel(), 1)[0])
+    largest = float(flat.abs().max()) if bool(flat.isfinite().all()) else 1.0
+    flat[position] = (-1.0 if float(flat[position]) < 0 else 1.0) * LARGE_SCALE * max(largest, 1e-3)
+
+
+def _zero_mean(tensor: torch.Tensor) -> None:
+    tensor.sub_(tensor.mean())
+
+
+def _wide_range(tensor: torch.Tensor) -> None:
+    generator = torch.Generator().manual_seed(secrets.randbits(63))
+    exponents = torch.randint(-WIDE_RANGE_EXPONENT, WIDE_RANGE_EXPONENT + 1, tuple(tensor.shape), generator=generator)
+    tensor.mul_(torch.pow(2.0, exponents.to(torch.float64)).to(device=tensor.device, dtype=tensor.dtype))
 
 
 # Each transform changes a floating-point input in place (the instance is made for the case alone).
@@ -49,8 +125,18 @@ SPECIAL_CASES: tuple[tuple[str, Callable[[torch.Tensor], object]], ...] = (
     (f"inputs scaled by {LARGE_SCALE:g}", lambda t: t.mul_(LARGE_SCALE)),
     (f"inputs scaled by {TINY_SCALE:g}", lambda t: t.mul_(TINY_SCALE)),
     ("negated inputs", lambda t: t.neg_()),
-    ("NaN, +Inf and -Inf in the inputs", _with_special_values),
+    ("NaN, +Inf and -Inf at random places in the inputs", _with_special_values),
+    ("one NaN at a random place in each input", _one_nan),
+    ("one large value at a random place in each input", _one_large),
 )
+# Under `strict` only, and only where the problem's domain allows (a case whose reference has non-finite
+# outputs is skipped): inputs that make plain fp32 arithmetic, not luck on positive inputs, the requirement.
+STRICT_CASES: tuple[tuple[str, Callable[[torch.Tensor], object]], ...] = (
+    ("zero-mean inputs", _zero_mean),
+    (f"wide-range inputs (each element times 2^k, |k| <= {WIDE_RANGE_EXPONENT})", _wide_range),
+)
+# Timing cases are seeds never used by verification, drawn per process.
+_TIMING_SEED_BASE = (1 << 40) + secrets.randbits(40)
 
 
 def is_float_tensor(value: object) -> bool:
@@ -61,31 +147,60 @@ class ReferenceCache:
     """Reference cases of one problem on one GPU, memoised when `holding` is `cached`."""
 
     def __init__(self, problem: Problem, gpu: int, seeds: list[int], holding: ReferenceHolding,
-                 float_inputs: bool) -> None:
+                 float_inputs: bool, float64: bool = False) -> None:
         self.problem, self.gpu, self.seeds, self.holding = problem, gpu, seeds, holding
-        self.float_inputs = float_inputs
+        self.float_inputs, self.float64 = float_inputs, float64
         self._cases: dict[str, ReferenceCase] = {}
         self._lock = threading.Lock()
 
     def seed_case(self, seed: int) -> ReferenceCase:
         return self._case(f"seed {seed}", lambda: self._compute(seed, None))
 
-    def special_labels(self) -> list[str]:
-        """Labels of the special-value cases; none when the problem has no floating-point input."""
-        return [label for label, _ in SPECIAL_CASES] if self.float_inputs else []
+    def special_labels(self, strict: bool = False) -> list[str]:
+        """Labels of the special-value cases (with `strict`, also the strict-only ones); none when the problem has
+        no floating-point input."""
+        cases = SPECIAL_CASES + (STRICT_CASES if strict else ())
+        return [label for label, _ in cases] if self.float_inputs else []
 
     def special_case(self, label: str) -> ReferenceCase:
-        transform = dict(SPECIAL_CASES)[label]
+        transform = dict(SPECIAL_CASES + STRICT_CASES)[label]
         return self._case(label, lambda: self._compute(self.seeds[0], (label, transform)))
 
-    def warm(self) -> None:
-        """Compute every case now when they are kept (e.g. in a thread while the candidate compiles)."""
+    def timing_case(self, index: int) -> ReferenceCase:
+        """The case timing set `index` is filled with: a seed verification never uses, secret to the driver."""
+        seed = _TIMING_SEED_BASE + index
+        return self._case(f"timing case {index}", lambda: self._relabelled(seed, f"timing case {index}"))
+
+    def timing_reference(self, index: int, tensor_args: list[torch.Tensor]) -> ReferenceCase:
+        """What timing case `index` must give on `tensor_args` (its set's contents now: the timing changes them
+        between batches), judged as every case is (`compute_case`), computed now and never kept. The forward
+        runs on copies, so a problem that writes its inputs cannot change the set."""
+        instance = instantiate(self.problem, _TIMING_SEED_BASE + index, f"cuda:{self.gpu}")
+        slots: list[Any] = [None if isinstance(a, torch.Tensor) else a for a in instance.args]
+        is_tensor = [isinstance(a, torch.Tensor) for a in instance.args]
+        instance.args = []  # the instance's own inputs go before the copies come: one set of inputs at a time
+        given = iter(tensor_args)
+        instance.args = [next(given).clone() if tensor else slot for slot, tensor in zip(slots, is_tensor, strict=True)]
+        case = compute_case(instance, None, self.float64)
+        case.label = f"timing case {index}, changed at random places"
+        return case
+
+    def _relabelled(self, seed: int, label: str) -> ReferenceCase:
+        case = self._compute(seed, None)
+        case.label = label
+        return case
+
+    def warm(self, strict: bool = False, timing_sets: int = 0) -> None:
+        """Compute every case now when they are kept (e.g. in a thread while the candidate compiles): the seeds,
+        the special values (with `strict`, the strict-only ones too) and `timing_sets` timing cases."""
         if self.holding != "cached":
             return
         for seed in self.seeds:
             self.seed_case(seed)
-        for label in self.special_labels():
+        for label in self.special_labels(strict):
             self.special_case(label)
+        for index in range(timing_sets):
+            self.timing_case(index)
 
     def _case(self, label: str, compute: Callable[[], ReferenceCase]) -> ReferenceCase:
         if self.holding != "cached":
@@ -95,14 +210,105 @@ class ReferenceCache:
                 self._cases[label] = compute()
             return self._cases[label]
 
+    def fresh_case(self, seed: int, spike: bool) -> ReferenceCase:
+        """A case never kept (extra verification): seed `seed`, with `spike` one large value at a random place of
+        every floating-point input (a kernel that skips work misses it)."""
+        if not spike:
+            return self._compute(seed, None)
+        return self._compute(seed, (f"seed {seed} with one large value per input", _spiked(seed)))
+
     def _compute(self, seed: int, special: tuple[str, Callable[[torch.Tensor], object]] | None) -> ReferenceCase:
         instance = instantiate(self.problem, seed, f"cuda:{self.gpu}")
-        label = f"seed {seed}"
-        if special is not None:
-            label, transform = special
-            # Once per distinct tensor: an input passed twice is still transformed once.
-            for tensor in {id(a): a for a in instance.args if is_float_tensor(a)}.values():
-                transform(tensor)
+        return compute_case(instance, special, self.float64)
+
+
+def compute_case(instance: ProblemInstance, special: tuple[str, Callable[[torch.Tensor], object]] | None,
+                 float64: bool) -> ReferenceCase:
+    """One case of a built instance: its fp32 outputs, with `float64` the float64 ones and PyTorch's error, and
+    for special values in the inputs what each reaches. The instance is the case's own (inputs change in place)."""
+    label = f"seed {instance.seed}"
+    # Once per distinct tensor: an input passed twice is still transformed once.
+    floats = list({id(a): a for a in instance.args if is_float_tensor(a)}.values())
+    # The originals, on the host: only their values where special values land are read back.
+    originals = [tensor.to("cpu", copy=True) for tensor in floats] if special is not None else []
+    if special is not None:
+        label, transform = special
+        for tensor in floats:
+            transform(tensor)
+    with torch_precision("strict"):
+        outputs = instance.reference()
+    params = list(instance.initial_state.values())
+    placement = Placement.of(originals, floats) if special is not None else None
+    del originals
+    if placement is not None and placement.any:
+        return _special_case(instance, label, floats, placement, outputs, float64)
+    exact, conditioning = _float64(instance, floats, floats, outputs) if float64 else (None, None)
+    return ReferenceCase(label, instance.args, params, outputs, exact, conditioning)
+
+
+def _special_case(instance: ProblemInstance, label: str, floats: list[torch.Tensor], placement: Placement,
+                  outputs: list[torch.Tensor], float64: bool) -> ReferenceCase:
+    """A case with NaN/Inf in its inputs: the reference on the finite originals and what each kind reaches.
+    The inputs hold the finite originals while these are computed, and their special values again after."""
+    def forward() -> list[torch.Tensor]:
         with torch_precision("strict"):
-            outputs = instance.reference()
-        return ReferenceCase(label, instance.args, list(instance.initial_state.values()), outputs)
+            return instance.reference()
+
+    placement.write(floats)
+    try:
+        finite = forward()
+        reach = reach_of(forward, floats, placement, finite)
+        exact, conditioning = _float64(instance, floats, floats, finite) if float64 else (None, None)
+    finally:
+        placement.restore(floats)
+    expectation = SpecialExpectation(exact if exact is not None else finite, reach)
+    return ReferenceCase(label, instance.args, list(instance.initial_state.values()), outputs, None, conditioning,
+                         expectation)
+
+
+def _replaced(args: list[Any], floats: Sequence[torch.Tensor], tensors: Sequence[torch.Tensor]) -> list[Any]:
+    """`args` with each of `floats` (by identity) replaced by its counterpart in `tensors`."""
+    swap = {id(old): new for old, new in zip(floats, tensors, strict=True)}
+    return [swap.get(id(a), a) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def _float64(instance: ProblemInstance, floats: Sequence[torch.Tensor], values: Sequence[torch.Tensor],
+             fp32: list[torch.Tensor]) -> tuple[list[torch.Tensor] | None, list[Conditioning | None] | None]:
+    """The reference in float64 on `values` (in place of `floats`), rounded to each fp32 output's dtype, and
+    PyTorch's fp32 error per output; (None, None) when the problem's code cannot run in float64 (it fixes a
+    dtype, say) or gives other shapes: the case is then judged against fp32 with the policy's bound alone."""
+    try:
+        model = copy.deepcopy(instance.model).double()
+        model.load_state_dict(instance.initial_state)
+        args = _replaced(instance.args, floats, [v.double() for v in values])
+        with torch.no_grad(), torch_precision("strict"):
+            outputs = outputs_as_list(model(*args), instance.problem)
+    except Exception:  # the problem's code, in a dtype it was not written for: no float64 reference
+        return None, None
+    del model, args
+    if len(outputs) != len(fp32) or any(a.shape != b.shape for a, b in zip(outputs, fp32, strict=True)):
+        return None, None
+    exact: list[torch.Tensor] = []
+    conditioning: list[Conditioning | None] = []
+    for high, low in zip(outputs, fp32, strict=True):
+        usable = low.dtype.is_floating_point and high.dtype.is_floating_point
+        exact.append(high.to(low.dtype) if usable else low)
+        conditioning.append(measure_conditioning(low, high) if usable else None)
+    return exact, conditioning
+
+
+def _spiked(seed: int) -> Callable[[torch.Tensor], object]:
+    """Put one value 16 times the tensor's largest magnitude, of the element's own sign, at a random place."""
+    generator = torch.Generator().manual_seed(seed)
+
+    def spike(tensor: torch.Tensor) -> None:
+        flat = tensor.view(-1)
+        if flat.numel() == 0:
+            return
+        position = int(torch.randint(flat.numel(), (1,), generator=generator))
+        finite = flat[flat.isfinite()]
+        largest = float(finite.abs().max()) if finite.numel() else 1.0
+        sign = -1.0 if float(flat[position]) < 0 else 1.0
+        flat[position] = sign * 16 * max(largest, 1e-3)
+
+    return spike

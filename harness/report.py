@@ -13,6 +13,8 @@ def render_eval(result: EvalResult, profile_requested: bool = False) -> str:
         f"problem: {result.problem}   candidate: {result.candidate} (sha256 {result.source_sha256[:12]})",
         f"gpu: {result.gpu or 'none'} ({result.arch})   precision: {result.precision}",
     ]
+    if result.machine:
+        lines.append(f"machine: {result.machine.line()}")
     if result.memory and result.memory.fits:
         lines.append(render_memory(result.memory))
     if result.failure:
@@ -29,6 +31,11 @@ def render_eval(result: EvalResult, profile_requested: bool = False) -> str:
     if result.timing:
         lines.append(f"time: {result.timing.event.describe()}, {result.timing.rotating_sets} rotating input sets, "
                      "L2 flushed and persisting lines reset before each call")
+        trusted = result.timing.trusted
+        if trusted is not None:
+            lines.append(f"harness's clock: {trusted.per_call_ms * 1000:.1f} us per call in back-to-back batches "
+                         f"({trusted.checked_batches} of {trusted.batches} batches checked; the median may lie "
+                         f"{trusted.tolerance_ms * 1000:.1f} us below it)")
     if result.baseline:
         lines += render_baseline_lines(result.baseline)
     if result.speedup:

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from kernelblaster.harness.machine import Machine
 from kernelblaster.harness.memory_plan import MemoryPlan
 from kernelblaster.harness.profile.outcome import ProfileOutcome
 from kernelblaster.harness.stats import TimingStats
@@ -23,7 +24,7 @@ NOT_THE_CANDIDATES: frozenset[Verdict] = frozenset({"no_gpu", "too_large", "harn
 
 CHECK_ORDER = (
     "static", "compile", "runs", "outputs_written", "correct", "inputs_unchanged", "deterministic",
-    "no_caching", "special_values", "sanitizer", "stream_escape", "timed_outputs", "roofline",
+    "no_caching", "special_values", "sanitizer", "stream_escape", "timed_outputs", "extra_verification", "roofline",
 )
 
 
@@ -33,6 +34,21 @@ class CheckResult(BaseModel):
     name: str = Field(description="The check's name, one of CHECK_ORDER")
     passed: bool = Field(description="Whether the candidate passed it")
     detail: str = Field(description="What was found, written for the lowering agent to act on")
+
+
+class TrustedTiming(BaseModel):
+    """The harness's own clock on the candidate's calls (harness/timing.py): batches of back-to-back calls, one
+    per rotating set, timed from the request to a snapshot of their outputs, less a round trip measured on the
+    harness's null candidate. Only batches whose every output was then checked count."""
+
+    per_call_ms: float = Field(description="The lowest per-call time of the checked batches, ms: the event median "
+                                           "may not lie further below it than `tolerance_ms`")
+    tolerance_ms: float = Field(description="How far below `per_call_ms` the event median may lie: 5% of it, or the "
+                                            "round trip's measured jitter per call where that is larger, ms")
+    round_trip_ms: float = Field(description="The fastest empty batch on the null candidate's driver, ms")
+    batches: int = Field(description="Batches run")
+    checked_batches: int = Field(description="Batches whose outputs were all checked (chosen after they ran)")
+    calls_per_batch: int = Field(description="Calls in each batch: one per rotating set")
 
 
 class CandidateTiming(BaseModel):
@@ -47,6 +63,8 @@ class CandidateTiming(BaseModel):
                                               "done (work escaped the timed stream); any fails `stream_escape`")
     policy_windows: int = Field(description="Calls that left an L2 access-policy window on the stream; each was "
                                             "cleared before the next call, so it could not outlast the flush")
+    trusted: TrustedTiming | None = Field(default=None, description="The harness's own clock on batches of the "
+                                                                    "candidate's calls, which bounds `event`")
 
 
 class BaselineTiming(BaseModel):
@@ -92,6 +110,18 @@ class Roofline(BaseModel):
     fraction_of_floor: float | None = Field(default=None, description="floor_ms / candidate time (1 = at the "
                                                                       "floor); None until a time is known")
     limited_by: Literal["memory", "compute"] = Field(description="Which of the two sets the floor")
+    memory_floor_ms: float | None = Field(default=None, description="Compulsory bytes over the measured bandwidth "
+                                                                    "with headroom, ms: the physical floor, below "
+                                                                    "which a time is `suspicious`")
+    compute_floor_ms: float | None = Field(default=None, description="The reference algorithm's FLOPs over the peak "
+                                                                     "with headroom, ms: a time below it (an "
+                                                                     "algebraic rewrite does less work) earns more "
+                                                                     "verification, not rejection")
+
+    @property
+    def physical_floor_ms(self) -> float:
+        """The memory floor; a roofline recorded before the floors were split counts its whole floor."""
+        return self.memory_floor_ms if self.memory_floor_ms is not None else self.floor_ms
 
 
 class CompileSummary(BaseModel):
@@ -107,7 +137,8 @@ class CompileSummary(BaseModel):
 class HarnessFailure(BaseModel):
     """An exception in the trusted process (never the candidate's doing): what failed where, in full."""
 
-    stage: str = Field(description="The stage that raised: plan, setup, verify, time, profile or score")
+    stage: str = Field(description="The stage that raised: plan, setup, verify, time, reverify, sanitize, "
+                                   "profile or score")
     error: str = Field(description="The exception's type and message, one line")
     traceback: str = Field(description="The Python traceback, for a bug report")
 
@@ -149,6 +180,9 @@ class EvalResult(BaseModel):
     failure: HarnessFailure | None = Field(default=None, description="For harness_error: the exception in full")
     seconds: dict[str, float] = Field(default={}, description="Wall time per stage (build, verify, time, score, "
                                                               "profile), seconds")
+    machine: Machine | None = Field(default=None, description="The machine it was evaluated on: GPU, driver, CUDA "
+                                                              "runtime, nvcc and torch versions; None in results "
+                                                              "written before machines were recorded")
 
     @property
     def failed_check(self) -> CheckResult | None:

@@ -1,29 +1,42 @@
 """Run one call of a candidate's driver under compute-sanitizer and return what the checker found.
 
 As under ncu (harness/profile/run.py), the sanitizer runs inside the candidate's sandbox, seeing its own
-installation and a fresh folder for its report (the only writable place besides the sandbox's /tmp); it
-starts the driver's launcher, which confines the driver process itself. A call that fails under the
-sanitizer is what a memcheck error looks like (the checker stops the faulty kernel), so a run counts as
-`clean` only when the call succeeded and the report says no errors; any other run without errors is
-`failed`, with the reason.
+installation; it starts the driver's launcher, which confines the driver process itself. A call that fails
+under the sanitizer is what a memcheck error looks like (the checker stops the faulty kernel), so a run
+counts as `clean` only when the call succeeded, the whole wrapped process exited with status 0 and the
+report says no errors; any other run without errors is `failed`, with the reason.
+
+The report never passes through a file the sandbox can write: the checker writes it into a pipe this
+process made and drains with a bound (tools/report_pipe.py), so no link, FIFO or flood in its place can
+reach the trusted process. The candidate's process can still write into that pipe (it runs as the
+checker's child, in the same sandbox, and can open the checker's descriptors through /proc); what it writes
+can only come before the checker's own summary, which the checker writes after the candidate's process has
+ended, so the summary that counts is the last one in the report (tools/sanitizer.py). A candidate that
+kills the checker first leaves no summary of the checker's, but also a wrapped process that did not exit
+with status 0: no clean report then. Findings the candidate forges only count against it.
+What stays possible: the candidate runs as the checker's user in the checker's sandbox, so it can signal the
+checker (stopped, it times out: `failed`) and, where the kernel lets a process write a non-child's memory
+(/proc/PID/mem without Yama's ptrace restriction), rewrite the checker itself and with it its report. A
+forged clean report hides only the checker's finding: the harness's own checks of the outputs still hold.
 
 A faulty kernel can make a checker report an error for every thread (initcheck on a read of an unwritten
 output, memcheck on an access past the end), and reporting millions of them takes hours: a watcher reads the
-report as it grows and stops the run once it holds more errors than the agent is shown.
+report as it grows and stops the run once it holds more errors than the agent is shown, or once it is larger
+than any report the agent could use (then, without findings, the program wrote it: an error of its own).
 """
 
 from __future__ import annotations
 
-import tempfile
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 from kernelblaster.tools.driver_process import DriverError, DriverSession, TensorSet
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.report_pipe import ReportPipe
 from kernelblaster.tools.sandbox import Sandbox, SandboxView
 from kernelblaster.tools.sanitizer import (
     DEFAULT_MAX_FINDINGS,
+    SanitizerFinding,
     SanitizerResult,
     SanitizerTool,
     locate_sanitizer,
@@ -34,9 +47,14 @@ from kernelblaster.tools.toolkit import ToolUnavailable, tool_installation
 
 # Instrumented kernels run tens of times slower than plain ones (racecheck the most).
 SANITIZER_TIMEOUT_FACTOR = 50
-# How often the watcher reads the growing report, and how much of its beginning (where the first errors are)
+# How often the watcher reads the growing report; how much of its beginning (where the first errors are)
+# and of its end (where the summary is) is kept; the size at which the run is stopped; how long the last
+# bytes may take to arrive once the run has ended.
 REPORT_POLL_S = 0.5
 REPORT_HEAD_BYTES = 256 * 1024
+REPORT_TAIL_BYTES = 64 * 1024
+REPORT_LIMIT_BYTES = 64 << 20
+REPORT_DRAIN_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -66,28 +84,32 @@ def sanitize_call(call: SanitizedCall, tool: SanitizerTool) -> SanitizerResult:
     if isinstance(located, ToolUnavailable):
         return SanitizerResult(tool=tool, status="unavailable", reason=located.reason)
     timeout_s = call.timeout_s * SANITIZER_TIMEOUT_FACTOR
-    with tempfile.TemporaryDirectory(prefix="kb-sanitizer-") as scratch:
-        report_dir = Path(scratch)
-        log_path = report_dir / f"{tool.value}.log"
-        view = call.view + SandboxView(read_only=tool_installation(located), writable=(report_dir,))
-        failure: DriverError | None = None
-        try:
-            with DriverSession(call.command, wrapper=sanitizer_prefix(located, tool, log_path), sandbox=call.sandbox,
-                               view=view) as session, _ReportWatcher(session, log_path, tool):
-                session.setup([call.tensor_set], flush_bytes=call.flush_bytes, device=call.device,
-                              timeout_s=timeout_s, mark_initialized=tool is SanitizerTool.INITCHECK)
-                session.run(0, timeout_s=timeout_s)
-        except DriverError as error:
-            failure = error
-        report = log_path.read_text(errors="replace") if log_path.is_file() else ""
-    return _judged(parse_sanitizer_output(report, tool), failure)
+    view = call.view + SandboxView(read_only=tool_installation(located))
+    report = ReportPipe(REPORT_HEAD_BYTES, REPORT_TAIL_BYTES)
+    failure: DriverError | None = None
+    try:
+        session = DriverSession(call.command, wrapper=sanitizer_prefix(located, tool, report.child_path),
+                                sandbox=call.sandbox, view=view, pass_fds=(report.write_fd,))
+        watcher = _ReportWatcher(session, report, tool)
+        with session, watcher:
+            session.setup([call.tensor_set], flush_bytes=call.flush_bytes, device=call.device,
+                          timeout_s=timeout_s, mark_initialized=tool is SanitizerTool.INITCHECK)
+            session.run(0, timeout_s=timeout_s)
+    except DriverError as error:
+        failure = error
+    finally:
+        report.finish(REPORT_DRAIN_S)  # the pipe and its reader end whatever happened
+    flooded = watcher.flooded or report.total_bytes > REPORT_LIMIT_BYTES  # also when it ended between two looks
+    return _judged(parse_sanitizer_output(report.text(), tool), failure, session.exit_status, flooded)
 
 
 class _ReportWatcher:
-    """While in use, interrupts the checked run once its report holds more errors than the agent is shown."""
+    """While in use, interrupts the checked run once its report holds more errors than the agent is shown, or
+    more bytes than REPORT_LIMIT_BYTES (`flooded`)."""
 
-    def __init__(self, session: DriverSession, log_path: Path, tool: SanitizerTool) -> None:
-        self._session, self._log_path, self._tool = session, log_path, tool
+    def __init__(self, session: DriverSession, report: ReportPipe, tool: SanitizerTool) -> None:
+        self._session, self._report, self._tool = session, report, tool
+        self.flooded = False
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="sanitizer-report-watcher", daemon=True)
 
@@ -100,24 +122,35 @@ class _ReportWatcher:
 
     def _watch(self) -> None:
         while not self._done.wait(REPORT_POLL_S):
-            if self._enough_reported():
+            self.flooded = self._report.total_bytes > REPORT_LIMIT_BYTES
+            if self.flooded or self._enough_reported():
                 self._session.interrupt()
                 return
 
     def _enough_reported(self) -> bool:
-        try:
-            with self._log_path.open(errors="replace") as log:
-                head = log.read(REPORT_HEAD_BYTES)
-        except OSError:  # the checker has not opened its log yet (or it is unreadable: the timeout decides)
-            return False
-        parsed = parse_sanitizer_output(head, self._tool, max_findings=DEFAULT_MAX_FINDINGS + 1)
+        parsed = parse_sanitizer_output(self._report.head(), self._tool, max_findings=DEFAULT_MAX_FINDINGS + 1)
         return parsed.status == "errors" and len(parsed.findings) > DEFAULT_MAX_FINDINGS
 
 
-def _judged(parsed: SanitizerResult, failure: DriverError | None) -> SanitizerResult:
-    """A report with errors stands however the call ended; a clean one only when the call succeeded."""
-    if parsed.status == "errors" or failure is None:
+def _judged(parsed: SanitizerResult, failure: DriverError | None, exit_status: int | None,
+            flooded: bool) -> SanitizerResult:
+    """A report with errors stands however the call ended; a clean one only when the call succeeded and the
+    wrapped process (the checker, which exits with its program's status) exited with status 0. A report
+    stopped for its size with no findings in it was written by the program: an error of its own."""
+    if flooded and parsed.status != "errors":
+        finding = SanitizerFinding(headline=f"the report grew past {REPORT_LIMIT_BYTES >> 20} MiB with no error "
+                                            "in it: the program wrote into the checker's report", details=[])
+        return SanitizerResult(tool=parsed.tool, status="errors", findings=[finding],
+                               reason="stopped: the report was larger than any the checker writes")
+    if parsed.status == "errors":
         return parsed
+    if failure is None and exit_status == 0:
+        return parsed
+    if failure is None:
+        why = (f"the checked process exited with status {exit_status} after a successful call, so no summary in "
+               "the report can be trusted to be the checker's own")
+        return parsed.model_copy(update={"status": "failed", "error_count": None,
+                                         "reason": f"{parsed.reason}; {why}" if parsed.reason else why})
     why = (f"the call failed under compute-sanitizer, which reported no errors: {failure}"
            if parsed.status == "clean" else f"{parsed.reason}; the call failed: {failure}")
     return parsed.model_copy(update={"status": "failed", "error_count": None, "reason": why,

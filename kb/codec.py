@@ -84,13 +84,30 @@ def _collector_paused() -> Iterator[None]:
 def _decode_carefully(path: Path, raw: bytes) -> DecodedKB:
     data = _parse_json(path, raw)
     version = schema_version_of(data)
-    if version not in READABLE_VERSIONS:
-        raise KBFileError(path, f"schema version {version!r} is not one this kernelblaster reads ({READABLE_VERSIONS})")
+    problem = _version_problem(data, version)
+    if problem is not None:
+        raise KBFileError(path, problem)
     if version != SCHEMA_VERSION:
         data = _validated(path, migrate_to_current, data)
     _check_layouts(path, data)
     document = _validated(path, KBDocument.model_validate, data)
     return DecodedKB(document=document, migrated_from=None if version == SCHEMA_VERSION else version)
+
+
+def _version_problem(data: dict[str, Any], version: object) -> str | None:
+    """Why a parsed file's schema version cannot be read, in words; None when it can."""
+    if not isinstance(version, bool) and version in READABLE_VERSIONS:
+        return None
+    readable = ", ".join(map(str, READABLE_VERSIONS[:-1])) + f" and {READABLE_VERSIONS[-1]}"
+    if not data:
+        return "it is an empty JSON object ({}), not a KB: export one with `kernelblaster kb export`"
+    if version is None:
+        return ("it names no schema version (a KB file starts with a `schema_version` field), so it is not a "
+                "KernelBlaster KB, or not all of one")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        return (f"it is written in KB schema version {version}, newer than this kernelblaster reads (versions "
+                f"{readable}): upgrade kernelblaster to read it")
+    return f"its schema version {version!r} is not one this kernelblaster reads (versions {readable})"
 
 
 def encode(document: KBDocument) -> bytes:

@@ -7,7 +7,9 @@ only the default location in the user data directory is filled from the seed on 
 
 from __future__ import annotations
 
+import itertools
 import os
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
@@ -63,5 +65,18 @@ def snapshot_folder_for(kb_path: Path) -> Path:
 
 
 def backup_path_for(kb_path: Path, label: str) -> Path:
-    """Where a replaced KB is kept, e.g. the original of one migrated from v0: `kb.json` -> `kb.v0.bak.json`."""
+    """Where a replaced KB is kept once per label, e.g. the original of one migrated from v0: `kb.json` ->
+    `kb.v0.bak.json`."""
     return kb_path.with_name(f"{kb_path.stem}.{label}.bak{kb_path.suffix}")
+
+
+def timed_backup_path_for(kb_path: Path, label: str, when: datetime) -> Path:
+    """A new file for a copy of the KB taken at `when`, so that no backup ever replaces another: `kb.json` ->
+    `kb.pre-import.20261127T140212Z.bak.json` (names sort by time; a second copy within the same second gets
+    `-2`, and so on). The caller holds the KB's lock, so no other process picks the same name meanwhile."""
+    stamp = when.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    for number in itertools.count(1):
+        path = backup_path_for(kb_path, f"{label}.{stamp}" + (f"-{number}" if number > 1 else ""))
+        if not path.exists():
+            return path
+    raise AssertionError("unreachable")

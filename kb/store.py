@@ -31,6 +31,7 @@ from kernelblaster.kb.paths import (
     resolve_kb_path,
     seed_kb_bytes,
     snapshot_folder_for,
+    timed_backup_path_for,
 )
 from kernelblaster.kb.pruning import DEFAULT_POLICY as DEFAULT_PRUNE_POLICY
 from kernelblaster.kb.pruning import prune
@@ -126,12 +127,13 @@ class KnowledgeBase:
         return filled, backup
 
     def back_up(self, label: str) -> Path:
-        """Copy the KB file as it is on disk to `backup_path_for(path, label)`; the copy's path."""
+        """Copy the KB file as it is on disk to a new file named by the label and the time
+        (`timed_backup_path_for`), never replacing an earlier backup; the copy's path."""
         with exclusive_lock(self.path):
             return self._copy_file(label)
 
     def _copy_file(self, label: str) -> Path:
-        target = backup_path_for(self.path, label)
+        target = timed_backup_path_for(self.path, label, _now())
         replace_as_sole_writer(target, _read_bytes(self.path))
         return target
 
@@ -215,7 +217,7 @@ class KnowledgeBase:
 
     def restore_snapshot(self, run_id: str, iteration: int, backup_label: str | None = None) -> Path | None:
         """Make the KB what it was when `write_snapshot(run_id, iteration)` was called, first copying the file
-        to `backup_path_for(path, backup_label)` if a label is given: the copy's path (None without a label).
+        to a new backup file (`timed_backup_path_for`) if a label is given: the copy's path (None without a label).
         The snapshot is read and validated whole first, so a damaged one is refused with nothing written."""
         # One lock throughout: no writer trims the snapshot away while it is read, or changes the KB between
         # its backup and its restore. The helpers below take no lock: a second one from this process would wait

@@ -11,6 +11,7 @@ from kernelblaster.graph.core.progress import ProgressNote, write_note
 from kernelblaster.graph.core.run_files import RunFiles
 from kernelblaster.graph.core.services import RunResources
 from kernelblaster.graph.core.state import OptimizationState, RunUpdate
+from kernelblaster.harness.machine import Machine
 from kernelblaster.nodes.kernels import read_result
 from kernelblaster.nodes.report import RunReport, Speedups, render_markdown, token_totals
 from kernelblaster.tools.files import write_text_atomically
@@ -40,7 +41,14 @@ def build_report(state: OptimizationState, files: RunFiles, context: RunContext,
         suspicious=[step for step in state.steps if step.outcome == "suspicious"],
         learning=state.learning, tokens=token_totals(state.token_usage, context.prices),
         cost=usage_cost(state.token_usage, context.prices), ended_early=ended_early,
+        machine=_machine(state, files),
     )
+
+
+def _machine(state: OptimizationState, files: RunFiles) -> Machine | None:
+    """The machine that measured the best kernel, else the initial kernel (the run's speedups are its)."""
+    measured = state.best or state.initial
+    return read_result(files, measured.result).machine if measured is not None else None
 
 
 def _speedups(state: OptimizationState, files: RunFiles) -> Speedups | None:

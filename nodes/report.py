@@ -9,11 +9,12 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from kernelblaster.graph.core.cost import Cost, ModelPrice, usage_cost
 from kernelblaster.graph.core.state import BaselineSummary, KernelRef, LearningNote, StepRecord
 from kernelblaster.graph.llm.usage import TokenUsage
+from kernelblaster.harness.machine import Machine
 
 
 class TokenTotal(BaseModel):
@@ -51,6 +52,9 @@ class RunReport(BaseModel):
     tokens: list[TokenTotal]
     cost: Cost | None = None
     ended_early: str | None = None
+    machine: Machine | None = Field(default=None, description="The machine that measured the best kernel (else the "
+                                    "initial one): GPU, driver, CUDA runtime, nvcc and torch versions; None when "
+                                    "no kernel was measured, or its result predates machine records")
 
     @property
     def total_tokens(self) -> int:
@@ -77,7 +81,7 @@ def _total(role: str, node: str, entries: list[TokenUsage], prices: Mapping[str,
 
 def render_markdown(report: RunReport) -> str:
     lines = [f"# KernelBlaster run {report.run_id}", "", f"Problem: `{report.problem}`",
-             f"Precision policy: `{report.precision}`", ""]
+             f"Precision policy: `{report.precision}`", f"Machine: {_machine(report.machine)}", ""]
     if report.ended_early:
         lines += [f"**The run ended early:** {report.ended_early}.", ""]
     lines += [*_headline(report), "", *_steps_table(report.steps)]
@@ -97,6 +101,12 @@ def _tokens_table(report: RunReport) -> list[str]:
     lines += [f"| {t.role} | {t.node} | {t.calls} | {t.input_tokens} | {t.cached_input_tokens} | {t.output_tokens} | "
               f"{t.reasoning_tokens} | {_dollars(t.cost_usd)} |" for t in report.tokens]
     return lines
+
+
+def _machine(machine: Machine | None) -> str:
+    if machine is None:
+        return "not recorded (no kernel was measured, or its result predates machine records)"
+    return machine.line()
 
 
 def _dollars(value: float | None) -> str:

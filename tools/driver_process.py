@@ -15,6 +15,10 @@ arrives on the protocol is checked here, from outside, before it is believed:
 - a timing reply is held against this process's own clock around the request (`forged_timing`): the
   claimed calls must fit in the time that passed, and must account for most of it beyond what the trusted
   side measured for the L2 flush and synchronisation around each call (`ClaimAllowance`).
+- a reply is read within bounds (`MAX_REPLY_LINE_BYTES` per line, `MAX_REPLY_CONTAINERS` objects and
+  arrays, `MAX_REPLY_ELEMENTS` elements) before it is parsed, and must have the fields and types of the
+  reply it answers: the trusted process never parses more than the driver can send, so a deeply nested or
+  endless line cannot exhaust its stack or memory, and is a forgery like any reply the driver cannot send.
 A forgery raises `DriverForged` (the driver is killed first). What the sandbox blocked (the launcher names
 it on stderr before it ends the process) is listed by `blocked()`.
 """
@@ -52,6 +56,11 @@ WRAPPED_FATAL_EXIT_WAIT_S = 60.0  # a wrapper (compute-sanitizer, ncu) writes it
 # as poll() overflows past about 24.8 days.
 POLL_SLICE_S = 3600.0
 BLOCKED_EXIT_STATUS = 159  # the launcher's status after a blocked system call (128 + SIGSYS)
+# The largest reply the driver sends is a timing reply: a number per timed call (timing.MAX_ITERATIONS, 1000)
+# and a short error text; these bounds leave a wide margin and stop what only a forger writes.
+MAX_REPLY_LINE_BYTES = 4 << 20
+MAX_REPLY_CONTAINERS = 64  # `{` and `[` in one reply, strings included (the driver's have 2)
+MAX_REPLY_ELEMENTS = 1 << 18  # values in one reply, counted by separators
 # A backstop for the whole driver process; each request has its own wall-clock timeout.
 DRIVER_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share(), cpu_seconds=3600)
 NO_EXTRA_VIEW = SandboxView()
@@ -130,6 +139,11 @@ class RunRequest(BaseModel):
     set_index: int = Field(ge=0, serialization_alias="set")
 
 
+class BatchRequest(BaseModel):
+    cmd: Literal["batch"] = "batch"
+    sets: list[int] = Field(default_factory=list)
+
+
 class TimeRequest(BaseModel):
     cmd: Literal["time"] = "time"
     warmup: int = Field(ge=0)
@@ -149,7 +163,7 @@ class ExitRequest(BaseModel):
     cmd: Literal["exit"] = "exit"
 
 
-DriverRequest = SetupRequest | RunRequest | TimeRequest | ProfileRequest | ExitRequest
+DriverRequest = SetupRequest | RunRequest | BatchRequest | TimeRequest | ProfileRequest | ExitRequest
 
 
 class DriverReply(BaseModel):
@@ -160,6 +174,12 @@ class DriverReply(BaseModel):
     error: str | None = None
     fatal: bool = False
     rc: int | None = None
+
+
+class BatchReply(DriverReply):
+    """The calls a batch made (one per listed set)."""
+
+    calls: int = Field(ge=0)
 
 
 class TimingReply(DriverReply):
@@ -293,12 +313,14 @@ class DriverSession:
         env: Mapping[str, str] | None = None,
         exit_timeout_s: float | None = None,
         allowance: ClaimAllowance | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> None:
         """`command` starts the driver (`DriverProgram.command`); `wrapper` prefixes it (e.g. ncu's argv).
 
         It runs inside `sandbox` seeing `view` (None: unconfined), with the sandbox's emptied environment
         plus `env`. `exit_timeout_s` bounds the wait for a clean exit on close (default 10 s, 300 s under
-        a wrapper); `allowance` enables the wall-clock check of timing claims.
+        a wrapper); `allowance` enables the wall-clock check of timing claims. `pass_fds` are descriptors the
+        process inherits (the sandbox keeps their numbers): a pipe a wrapper writes its report into.
         """
         self.argv = [*wrapper, *command]
         self._launch = prepare(self.argv, view, sandbox, env=env)
@@ -306,6 +328,7 @@ class DriverSession:
         self._exit_timeout_s = exit_timeout_s if exit_timeout_s is not None else default_exit_timeout_s
         self._fatal_exit_wait_s = WRAPPED_FATAL_EXIT_WAIT_S if wrapper else FATAL_EXIT_WAIT_S
         self._allowance = allowance
+        self._pass_fds = tuple(pass_fds)
         self._process: subprocess.Popen[bytes] | None = None
         self._stdout_buffer = b""
         self._tail = _OutputTail(STDERR_TAIL_BYTES)
@@ -331,6 +354,7 @@ class DriverSession:
             stderr=subprocess.PIPE,
             env=self._launch.env,
             cwd=self._launch.cwd,
+            pass_fds=self._pass_fds,
             start_new_session=True,  # its own process group, killed as a whole on a hang
         )
         assert self._process.stderr is not None
@@ -398,6 +422,18 @@ class DriverSession:
         """One kb_forward call on a tensor set, synchronised and checked for CUDA errors."""
         self._request(RunRequest(set_index=set_index), DriverReply, timeout_s)
 
+    def batch(self, sets: list[int], timeout_s: float) -> None:
+        """One call per listed set, back to back, then one device-wide synchronise (an empty list: only the
+        synchronise). The caller clocks it (harness/timing.py): nothing in the reply is a time."""
+        reply = self._request(BatchRequest(sets=sets), BatchReply, timeout_s)
+        if reply.calls != len(sets):
+            raise self._forged(f"a batch of {len(sets)} calls was answered as {reply.calls} calls")
+
+    def reject(self, reason: str) -> DriverForged:
+        """Kill the driver for a result the harness found to be forged (its own measurements contradict the
+        driver's claims); the caller raises what this returns."""
+        return self._forged(reason)
+
     def time(self, sets: list[int], warmup: int, iters: int, flush: bool, timeout_s: float,
              poison: bool = True) -> TimingReply:
         """`iters` timed calls after `warmup` untimed ones, rotating over `sets`, with an L2 flush (and, with
@@ -430,7 +466,10 @@ class DriverSession:
         except (BrokenPipeError, OSError):
             raise self._died(request.cmd) from None
         raw = self._expect_reply(request.cmd, seq, timeout_s)
-        reply = DriverReply.model_validate(raw)
+        try:
+            reply = DriverReply.model_validate(raw)
+        except ValidationError as error:
+            raise self._forged(f"a malformed reply to '{request.cmd}': {_first_error(error)}") from None
         if not reply.ok:
             if reply.fatal:
                 self._wait_for_exit(self._fatal_exit_wait_s)
@@ -440,9 +479,7 @@ class DriverSession:
         try:
             return reply_type.model_validate(raw)
         except ValidationError as error:
-            raise DriverCrashed(
-                f"malformed reply to '{request.cmd}': {error}", self.exit_status, self.stderr_tail()
-            ) from None
+            raise self._forged(f"a malformed reply to '{request.cmd}': {_first_error(error)}") from None
 
     def _expect_reply(self, command: str, seq: int, timeout_s: float) -> dict[str, object]:
         """The next reply, which must be numbered `seq`."""
@@ -455,7 +492,7 @@ class DriverSession:
     def _reject_early_replies(self, command: str) -> None:
         """Nothing may be waiting on the protocol before a request is sent: no reply precedes its request."""
         for line in self._available_lines():
-            if _parse_reply_line(line) is not None:
+            if self._parse_reply_line(line) is not None:
                 raise self._forged(f"a reply arrived before request '{command}' was sent: {line[:200]!r}")
             self._tail.append(line + b"\n")
 
@@ -463,7 +500,7 @@ class DriverSession:
         """After its answer to `exit` the driver (now ended) has written nothing more on the protocol."""
         self._stdout_buffer += b"\n"  # a last line without its newline counts too
         for line in self._available_lines():
-            if _parse_reply_line(line) is not None:
+            if self._parse_reply_line(line) is not None:
                 raise self._forged(f"a reply arrived after the driver's answer to 'exit': {line[:200]!r}")
 
     def _available_lines(self) -> list[bytes]:
@@ -472,7 +509,9 @@ class DriverSession:
         stdout_fd = self._process.stdout.fileno()
         poller = select.poll()
         poller.register(stdout_fd, select.POLLIN)
-        while poller.poll(0):
+        # At most a line's worth: a candidate that writes without end must not keep this loop, or the buffer,
+        # growing (a longer line is a forgery, raised below).
+        while len(self._stdout_buffer) <= MAX_REPLY_LINE_BYTES and poller.poll(0):
             chunk = os.read(stdout_fd, 65536)
             if not chunk:
                 break
@@ -481,6 +520,14 @@ class DriverSession:
         while (line := self._next_stdout_line()) is not None:
             lines.append(line)
         return lines
+
+    def _parse_reply_line(self, line: bytes) -> dict[str, object] | None:
+        """The line as a reply object, or None when it is not one (e.g. `==PROF==` lines from ncu); a line
+        that opens a JSON object but is beyond what the driver sends is a forgery."""
+        try:
+            return parse_reply_line(line)
+        except OversizedReply as error:
+            raise self._forged(str(error)) from None
 
     def _forged(self, reason: str) -> DriverForged:
         if self._process is not None and self._process.poll() is None:
@@ -505,7 +552,7 @@ class DriverSession:
         while True:
             line = self._next_stdout_line()
             if line is not None:
-                reply = _parse_reply_line(line)
+                reply = self._parse_reply_line(line)
                 if reply is not None:
                     return reply
                 self._tail.append(line + b"\n")
@@ -522,8 +569,10 @@ class DriverSession:
             self._stdout_buffer += chunk
 
     def _next_stdout_line(self) -> bytes | None:
-        newline = self._stdout_buffer.find(b"\n")
+        newline = self._stdout_buffer.find(b"\n", 0, MAX_REPLY_LINE_BYTES + 1)
         if newline < 0:
+            if len(self._stdout_buffer) > MAX_REPLY_LINE_BYTES:
+                raise self._forged(f"a line of more than {MAX_REPLY_LINE_BYTES} bytes on the protocol")
             return None
         line, self._stdout_buffer = self._stdout_buffer[:newline], self._stdout_buffer[newline + 1 :]
         return line
@@ -560,13 +609,44 @@ class DriverSession:
                     stream.close()
 
 
-def _parse_reply_line(line: bytes) -> dict[str, object] | None:
-    """The line as a reply object, or None when it is not one (e.g. `==PROF==` lines from ncu)."""
+class OversizedReply(ValueError):
+    """A line that opens a JSON object but exceeds what any reply of the driver holds."""
+
+
+def parse_reply_line(line: bytes) -> dict[str, object] | None:
+    """The line as a reply object, or None when it is not one (e.g. `==PROF==` lines from ncu).
+
+    Only a line within the bounds is handed to the JSON parser: its length, its count of `{` and `[` (which
+    bounds the nesting depth, so the parser cannot recurse deeply) and of separators (which bounds the
+    values), strings included: counting them is linear whatever the line holds. A line that opens an object
+    beyond them raises OversizedReply.
+    """
+    text = line.strip()
+    if not text.startswith(b"{"):
+        return None
+    if len(text) > MAX_REPLY_LINE_BYTES:
+        raise OversizedReply(f"a reply line of {len(text)} bytes, more than the {MAX_REPLY_LINE_BYTES} the driver "
+                             "ever sends")
+    containers = text.count(b"{") + text.count(b"[")
+    if containers > MAX_REPLY_CONTAINERS:
+        raise OversizedReply(f"a reply holding {containers} objects and arrays, more than the "
+                             f"{MAX_REPLY_CONTAINERS} the driver ever sends")
+    elements = text.count(b",") + text.count(b":")
+    if elements > MAX_REPLY_ELEMENTS:
+        raise OversizedReply(f"a reply of {elements} values, more than the {MAX_REPLY_ELEMENTS} the driver ever "
+                             "sends")
     try:
-        value = json.loads(line)
+        value = json.loads(text)
     except ValueError:
         return None
     return value if isinstance(value, dict) and "ok" in value else None
+
+
+def _first_error(error: ValidationError) -> str:
+    """A validation error in one line: where and what, never the (candidate-written) value itself."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the reply"
+    return f"{where}: {first['msg']}"
 
 
 class _OutputTail:

@@ -4,12 +4,27 @@ run went, and export a finished report's "Details" page as CSV.
 Running the profiled program is the driver runner's job (it takes the wrapper argv built here); this
 module only ever runs `ncu --import` on a report that already exists. Reading the CSV is
 `harness.profile.report`'s job, and writing what the agents read of it `harness.profile.findings`'.
+
+A candidate is profiled with ncu inside its sandbox, so the folder ncu writes its report in is one the
+candidate can write too. The trusted process never resolves a name there: `candidate_report_folder` is a
+fresh private folder outside every run and build folder (removed afterwards, links in it unlinked, never
+followed), and `export_candidate_details` first takes the report out of it (`take_report`: opened relative
+to the folder without following a link, only a regular file of one link and a bounded size, copied into a
+folder only this process writes) and has ncu import that copy. What stays the candidate's: ncu writes the
+report after the candidate's process has ended, but a candidate can leave a file of its own where ncu then
+fails to write, and ncu's importer then parses a file the candidate wrote. A profile is evidence for the
+agents, never part of a verdict.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import stat
 import subprocess
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from kernelblaster.tools.errors import UserFacingError
@@ -31,6 +46,9 @@ DEFAULT_SECTIONS: tuple[str, ...] = (
 
 REPORT_SUFFIX = ".ncu-rep"
 OUTPUT_TAIL_CHARS = 2000
+# A report of the default sections for one profiled call is a few MiB; a larger file is not ncu's.
+MAX_REPORT_BYTES = 256 << 20
+_COPY_CHUNK = 1 << 20
 
 
 class NcuUnavailableError(UserFacingError):
@@ -115,3 +133,66 @@ def export_details(report_path: Path, *, timeout_s: float = 120.0) -> str:
         raise NcuFailedError(f"ncu --import {report} took longer than {timeout_s:g} s") from exc
     _raise_on_ncu_errors(done.returncode, done.stderr + "\n" + done.stdout)
     return done.stdout
+
+
+@contextlib.contextmanager
+def candidate_report_folder() -> Iterator[Path]:
+    """A fresh folder, private to this user and outside every run and build folder, for ncu in a candidate's
+    sandbox to write its report in (the sandbox's only writable place besides its own /tmp); removed on
+    exit without following any link the candidate left in it."""
+    folder = Path(tempfile.mkdtemp(prefix="kb-ncu-report-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def take_report(report_path: Path, into: Path) -> Path:
+    """Copy the report ncu wrote for `report_path`, in a folder a sandbox could write, into `into` (a folder
+    only this process writes); the copy's path. Nothing there is resolved: the report is opened relative to
+    its folder, neither of them through a link, without blocking (a FIFO), and taken only as a regular file
+    with one link (no hard link to another file) of at most MAX_REPORT_BYTES, read within that bound."""
+    report = report_file(report_path)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        folder = os.open(report.parent, flags | os.O_DIRECTORY)
+    except OSError as error:
+        raise NcuFailedError(f"ncu's report folder {report.parent} cannot be opened as a folder: {error.strerror}"
+                             ) from None
+    try:
+        source = os.open(report.name, flags | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=folder)
+    except FileNotFoundError:
+        raise UserFacingError(f"ncu report {report} does not exist") from None
+    except OSError as error:  # ELOOP: a symbolic link
+        raise NcuFailedError(f"ncu report {report} is not a file ncu wrote: {error.strerror}") from None
+    finally:
+        os.close(folder)
+    with os.fdopen(source, "rb") as reader:
+        _check_taken(os.fstat(source), report)
+        copy = into / report.name
+        with open(copy, "xb") as writer:
+            copied = 0
+            while chunk := reader.read(_COPY_CHUNK):
+                copied += len(chunk)
+                if copied > MAX_REPORT_BYTES:
+                    raise NcuFailedError(f"ncu report {report} grew past {MAX_REPORT_BYTES >> 20} MiB while it was "
+                                         "read")
+                writer.write(chunk)
+    return copy
+
+
+def _check_taken(info: os.stat_result, report: Path) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise NcuFailedError(f"ncu report {report} is not a regular file")
+    if info.st_nlink != 1:
+        raise NcuFailedError(f"ncu report {report} has {info.st_nlink} links: not a file ncu wrote")
+    if info.st_size > MAX_REPORT_BYTES:
+        raise NcuFailedError(f"ncu report {report} is {info.st_size} bytes, more than the {MAX_REPORT_BYTES >> 20} "
+                             "MiB ncu writes for one call")
+
+
+def export_candidate_details(report_path: Path, *, timeout_s: float = 120.0) -> str:
+    """`export_details` of a report ncu wrote in a candidate's sandbox (in a `candidate_report_folder`): of
+    a copy taken with `take_report`, never of the file in the folder the candidate could write."""
+    with tempfile.TemporaryDirectory(prefix="kb-ncu-taken-") as private:
+        return export_details(take_report(report_path, Path(private)), timeout_s=timeout_s)

@@ -3,8 +3,10 @@ initcheck), its report as a typed result (the error count from its summary and t
 reports), and that result as the text the lowering agent reads. The harness runs the test driver under it
 (harness/sanitize_run.py).
 
-The sanitizer writes its report to a log file, so a program that talks JSON on stdout (the test driver)
-keeps a clean stdout.
+The sanitizer writes its report to a log (a pipe the harness hands it: harness/sanitize_run.py), so a
+program that talks JSON on stdout (the test driver) keeps a clean stdout. The checked program can write
+into that log too, but only before the checker's own summary, which comes after the program has ended:
+the summary that counts is the last one in the report, wherever it stands in a line.
 Failed CUDA API calls are not reported (`--report-api-errors no`): the test driver makes some that it
 expects to fail (an L2 reset a MIG slice refuses), and a candidate's own failed calls reach the harness
 through their return codes anyway; what the checkers find in kernels is what is reported.
@@ -27,8 +29,8 @@ DEFAULT_MAX_FINDINGS = 5
 MAX_DETAIL_LINES = 8
 OUTPUT_TAIL_CHARS = 2000
 
-_ERROR_SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
-_RACECHECK_SUMMARY = re.compile(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, \d+ warnings?\)")
+_SUMMARY = re.compile(r"ERROR SUMMARY: (?P<errors>\d+) errors?"
+                      r"|RACECHECK SUMMARY: \d+ hazards? displayed \((?P<races>\d+) errors?, \d+ warnings?\)")
 _SUMMARY_LINE = re.compile(r"[A-Z ]+ SUMMARY:")
 # Host frames say where the launch came from in the driver, which the candidate's author cannot change.
 _HOST_BACKTRACE = "Saved host backtrace"
@@ -67,12 +69,13 @@ def locate_sanitizer() -> Path | ToolUnavailable:
     return find_cuda_tool("compute-sanitizer", SANITIZER_ENV_VAR)
 
 
-def sanitizer_prefix(executable: Path, tool: SanitizerTool, log_path: Path) -> list[str]:
-    """The argv to put in front of a program to check it with `tool`, the report going to `log_path`."""
+def sanitizer_prefix(executable: Path, tool: SanitizerTool, log_file: str) -> list[str]:
+    """The argv to put in front of a program to check it with `tool`, the report going to `log_file` (as the
+    harness runs it, /proc/self/fd/N of a pipe the checker inherits)."""
     # initcheck also reports copies out of memory it has not seen written: the driver's copy of the IPC-mapped
     # inputs through host memory, which is what makes them count as written (harness/driver/kb_driver.cu).
     api_checks = ["--check-api-memory-access", "no"] if tool is SanitizerTool.INITCHECK else []
-    return [str(executable), "--tool", tool.value, "--log-file", str(log_path), "--show-backtrace", "device",
+    return [str(executable), "--tool", tool.value, "--log-file", log_file, "--show-backtrace", "device",
             "--report-api-errors", "no", *api_checks]
 
 
@@ -85,7 +88,8 @@ def render_sanitizer_report(result: SanitizerResult) -> str:
     count = result.error_count if result.error_count is not None else len(result.findings)
     errors = f"{count} error{'s' if count != 1 else ''}"
     if result.error_count is None:
-        errors = f"at least {errors} (it was stopped before its summary)"
+        stopped = result.reason.startswith("compute-sanitizer was stopped")
+        errors = f"at least {errors} ({'it was stopped before its summary' if stopped else result.reason})"
     elif count > len(result.findings):
         errors += f" (the first {len(result.findings)} shown)"
     lines = [f"compute-sanitizer {result.tool.value}: {errors}"]
@@ -101,19 +105,28 @@ def parse_sanitizer_output(text: str, tool: SanitizerTool, *,
     When the text mixes the program's own output with the sanitizer's, only "=========" lines are read.
     """
     lines = _sanitizer_lines(text)
-    count = _error_count(lines)
-    findings = [_finding(block) for block in _blocks(lines)][:max_findings]
-    # Stopped (a timeout) after reporting errors in kernels: what it reported still stands. A finding that
-    # says where it happened is one; the tool's own complaints ("Target application terminated ...") say not,
-    # and racecheck's warnings are not errors.
-    if count is None and any(finding.details and not finding.headline.startswith("Warning")
-                             for finding in findings):
-        return SanitizerResult(tool=tool, status="errors", findings=findings,
-                               reason="compute-sanitizer was stopped before its error summary")
+    count = _error_count(text)
+    blocks = [_finding(block) for block in _blocks(lines)]
+    findings = blocks[:max_findings]
+    if count:
+        return SanitizerResult(tool=tool, status="errors", error_count=count, findings=findings)
+    # Errors reported in kernels stand without a summary (the run was stopped, a timeout or the watcher) and
+    # against a summary of none (written into the report by the program, ahead of findings of the checker's).
+    if any(_is_error(finding) for finding in blocks):
+        why = ("compute-sanitizer was stopped before its error summary" if count is None else
+               "the report holds errors that a summary of 0 errors in it does not count (a summary the program "
+               "wrote)")
+        return SanitizerResult(tool=tool, status="errors", findings=findings, reason=why)
     if count is None:
         return SanitizerResult(tool=tool, status="failed", output_tail=_tail(text),
                                reason="compute-sanitizer printed no error summary")
-    return SanitizerResult(tool=tool, status="errors" if count else "clean", error_count=count, findings=findings)
+    return SanitizerResult(tool=tool, status="clean", error_count=0, findings=findings)
+
+
+def _is_error(finding: SanitizerFinding) -> bool:
+    """A report that says where it happened; the tool's own complaints ("Target application terminated ...")
+    say not, and racecheck's warnings (and notes) are not errors."""
+    return bool(finding.details) and not finding.headline.startswith(("Warning", "Note"))
 
 
 def _sanitizer_lines(text: str) -> list[str]:
@@ -124,13 +137,14 @@ def _sanitizer_lines(text: str) -> list[str]:
     return [line.removeprefix(LINE_PREFIX).removeprefix(" ") for line in lines if line.startswith(LINE_PREFIX)]
 
 
-def _error_count(lines: list[str]) -> int | None:
-    for pattern in (_ERROR_SUMMARY, _RACECHECK_SUMMARY):
-        for line in lines:
-            match = pattern.search(line)
-            if match:
-                return int(match.group(1))
-    return None
+def _error_count(text: str) -> int | None:
+    """The count of the report's last summary (the checker's own, written after its program ended); searched
+    in the whole text, so a line the program left unfinished cannot hide the summary that follows it."""
+    summaries = list(_SUMMARY.finditer(text))
+    if not summaries:
+        return None
+    last = summaries[-1]
+    return int(last["errors"] if last["errors"] is not None else last["races"])
 
 
 def _blocks(lines: list[str]) -> list[list[str]]:

@@ -1,7 +1,7 @@
 // CHEATER (problem: elementwise_swish_scale) — correct for its first 24 calls (more than verification
-// makes: 11 with the default 5 seeds), then writes only the first half of the output, twice as fast.
-// Verification sees a correct kernel; the timed calls are the cheap ones.
-// Must be rejected by: timed_outputs (the last timed call of every rotating set is checked after timing).
+// makes: 15 with the default 5 seeds under strict), then writes only the first half of the output, twice as
+// fast. Verification sees a correct kernel; the timed calls are the cheap ones.
+// Must be rejected by: timed_outputs (batches of timed calls, chosen after they ran, are checked in full).
 #include "kb_problem.h"
 
 constexpr int kThreads = 256;

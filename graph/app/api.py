@@ -128,18 +128,20 @@ class Run:
     @classmethod
     def open(cls, run_dir: Path | str, services: Services | None = None, *, restart: bool = False) -> Run:
         """An existing run, checked before anything is written: its files are readable, its KB is there,
-        nothing it needs is missing. A run whose checkpoints were deleted or emptied starts over only with
-        `restart`."""
+        nothing it needs is missing (a finished run needs no endpoint or GPU: nothing is left to run). A run
+        whose checkpoints were deleted or emptied starts over only with `restart`."""
         files = RunFiles(Path(run_dir).resolve())
         record = files.read_record()
         lost = _checkpoints_lost(files, record, restart)
         chosen_kb_path(record.context_in(files.root).kb_path)
-        services = services or Services()
-        services.check(record.context_in(files.root))
+        run = cls(files, record, services or Services())
+        if not lost and run.outcome().status == "finished":
+            return run
+        run.services.check(record.context_in(files.root))
         if lost:
             files.checkpoints.unlink(missing_ok=True)  # empty: nothing in it to lose
             create_checkpoints(files)
-        return cls(files, record, services)
+        return run
 
     def progress(self, answers: dict[str, str] | None = None) -> Generator[Progress]:
         """Start or continue the run (with answers to pending questions, by id) until it finishes or waits.
@@ -178,7 +180,11 @@ class Run:
     def answer(self, text: str, question_id: str | None = None,
                on_progress: ProgressCallback | None = None) -> RunOutcome:
         """Answer a pending question (the first one, or `question_id`) and continue the run."""
-        pending = self.outcome().questions
+        outcome = self.outcome()
+        pending = outcome.questions
+        if outcome.status == "finished":
+            raise UserFacingError(f"{self.files.root}: the run is finished, so no question is waiting for an answer "
+                                  f"(its report: {outcome.report})")
         if not pending:
             raise UserFacingError(f"{self.files.root}: no question is waiting for an answer")
         chosen = next((q for q in pending if q.id == question_id), None) if question_id else pending[0]

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from kernelblaster.eval import cli as bench_cli
-from kernelblaster.graph.app import run_cli, runs_cli
+from kernelblaster.graph.app import export_cli, run_cli, runs_cli
 from kernelblaster.harness import cli as harness_cli
 from kernelblaster.kb import cli as kb_cli
 from kernelblaster.tools.errors import UserFacingError
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     kb_cli.add_commands(subparsers)
     run_cli.add_commands(subparsers)
     runs_cli.add_commands(subparsers)
+    export_cli.add_commands(subparsers)
     bench_cli.add_commands(subparsers)
     return parser
 

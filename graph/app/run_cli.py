@@ -184,6 +184,10 @@ def run_resume(options: ResumeOptions) -> int:
     from kernelblaster.graph.app import api
 
     run = api.Run.open(options.run_dir, restart=options.restart)
+    outcome = run.outcome()
+    if outcome.status == "finished":
+        print(f"the run {run.files.root} is finished: nothing to resume")
+        return _report(outcome, answered=False)
     return _advance(run, lambda display: run.advance(display.show))
 
 

@@ -14,6 +14,11 @@
 //    "sets":[{"inputs":[T..],"params":[T..],"outputs":[T..]}..],"mark_initialized":false}
 //       T = {"handle":"<128 hex chars>","offset":B,"dtype":KBDtype,"shape":[..],"strides":[..]}
 //   {"cmd":"run","seq":S,"set":i}                          -> {"seq":S,"ok":true,"rc":0}
+//   {"cmd":"batch","seq":S,"sets":[i..]}                    -> {"seq":S,"ok":true,"calls":n}
+//       one call per listed set, back to back on the stream (no synchronisation between them), then one
+//       device-wide synchronise and the reply; an empty list only synchronises. Verification (batches of
+//       set 0) and the trusted timing (harness/timing.py, batches of every set) both call the candidate this
+//       way, with the same poisoning, and both check what the calls wrote.
 //   {"cmd":"time","seq":S,"warmup":W,"iters":N,"sets":[..],"flush":true,"poison":true}
 //                    -> {"seq":S,"ok":true,"event_ms":[..],"incomplete_calls":k,"policy_windows":m}
 //   {"cmd":"profile","seq":S,"warmup":W,"set":i}           -> {"seq":S,"ok":true}
@@ -42,10 +47,11 @@ using kbjson::Value;
 
 // ---------------------------------------------------------------------------------------------------
 // Workspace poisoning. The candidate's calls to the cudaMalloc family are redirected here at link time
-// (-Xlinker --wrap=cudaMalloc ...). During `run` (verification) new workspace is filled with 0xFF bytes,
-// a NaN pattern for every float type, so a candidate that reads memory it never wrote (for example a
-// previous call's results left in a recycled allocation) fails verification. Timing and profiling calls
-// are not poisoned: the extra memset would be charged to the candidate.
+// (-Xlinker --wrap=cudaMalloc ...). During every call of `run`, `batch` and `time` new workspace is filled
+// with 0xFF bytes, a NaN pattern for every float type, so a candidate that reads memory it never wrote (for
+// example a previous call's results left in a recycled allocation) fails whichever call is checked. The same
+// in verification and timing, so a candidate cannot tell them apart by its workspace; the memset is charged
+// to the call that allocates, as the allocation is. Profiling calls are not poisoned.
 // ---------------------------------------------------------------------------------------------------
 extern "C" {
 cudaError_t __real_cudaMalloc(void** ptr, size_t size);
@@ -355,6 +361,39 @@ static std::string handle_run(Session& s, const Value& req) {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// batch: the calls the trusted process clocks itself (send -> reply) and checks afterwards.
+// ---------------------------------------------------------------------------------------------------
+static bool clear_persisting_l2(const Session& s);
+
+// The calls are enqueued back to back and the device is synchronised once at the end, so the harness's wall
+// clock around the request holds the GPU time of the calls plus a round trip it measures on its own null
+// candidate. Each set has its own outputs; the harness poisoned them (and flushed L2) before sending. A
+// nonzero return is reported after the synchronise, naming the first set that returned it.
+static std::string handle_batch(Session& s, const Value& req) {
+  require_ready(s);
+  std::vector<size_t> order;
+  for (const Value& v : field(req, "sets", Value::Array, "an array").items) order.push_back(set_index(s, v));
+  std::vector<TensorSet> args;  // per-call copies, made before the first call
+  args.reserve(order.size());
+  for (size_t set : order) args.push_back(s.sets[set]);
+  clear_persisting_l2(s);
+  PoisonWorkspace poison;
+  int first_rc = 0;
+  size_t failed_set = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    int rc = call_candidate(std::move(args[k]), s.stream, order[k]);
+    if (rc != 0 && first_rc == 0) {
+      first_rc = rc;
+      failed_set = order[k];
+    }
+  }
+  cudaError_t err = cudaStreamSynchronize(s.stream);
+  if (err == cudaSuccess) err = cudaDeviceSynchronize();
+  check_after_call(err, first_rc, failed_set);
+  return "{\"ok\":true,\"calls\":" + std::to_string(order.size()) + "}";
+}
+
+// ---------------------------------------------------------------------------------------------------
 // time
 // ---------------------------------------------------------------------------------------------------
 
@@ -471,6 +510,7 @@ static std::string handle_time(Session& s, const Value& req) {
   const int64_t calls = t.warmup + t.iters;
   Fingerprints fingerprints(2 * calls);
   unsigned long long* slots = fingerprints.slots;
+  PoisonWorkspace poison;
   std::vector<double> event_ms;
   int64_t windows = 0;
   std::mt19937_64 random(std::random_device{}());
@@ -557,6 +597,7 @@ static std::string handle_request(Session& s, const Value& req, bool& exit_reque
   const std::string& cmd = field(req, "cmd", Value::String, "a string").text;
   if (cmd == "setup") return handle_setup(s, req);
   if (cmd == "run") return handle_run(s, req);
+  if (cmd == "batch") return handle_batch(s, req);
   if (cmd == "time") return handle_time(s, req);
   if (cmd == "profile") return handle_profile(s, req);
   if (cmd == "exit") {
@@ -564,7 +605,7 @@ static std::string handle_request(Session& s, const Value& req, bool& exit_reque
     exit_requested = true;
     return "{\"ok\":true}";
   }
-  throw RequestError("unknown cmd '" + cmd + "' (expected setup, run, time, profile or exit)");
+  throw RequestError("unknown cmd '" + cmd + "' (expected setup, run, batch, time, profile or exit)");
 }
 
 // The request as a JSON object and its sequence number; a request that does not parse is answered

@@ -4,19 +4,35 @@ Profiling is optional evidence: when ncu is missing or fails, the outcome says w
 carries on. A candidate's driver is profiled inside the same sandbox as its other runs, with ncu's own
 files visible and a fresh report folder as the only writable place; ncu starts the driver's launcher,
 which confines the driver process itself. The PyTorch model is the user's own code and runs unconfined.
+
+Nsight Compute profiles one process at a time per host: a second ncu run while one collects (on any GPU
+of the host) fails with "a driver resource was unavailable". So every ncu run here holds a host-wide lock
+(`profiler_lock`), and the runs of a suite spread over several GPUs wait for each other instead of failing.
 """
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kernelblaster.harness.profile.outcome import ProfileOutcome, ProfileUnavailable, build_profile_report
 from kernelblaster.harness.timing import flush_bytes
 from kernelblaster.tools.driver_process import DriverError, DriverProgram, DriverSession, TensorSet
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.ncu import check_ncu_run, export_details, locate_ncu, profile_command, profile_prefix
+from kernelblaster.tools.ncu import (
+    candidate_report_folder,
+    check_ncu_run,
+    export_candidate_details,
+    export_details,
+    locate_ncu,
+    profile_command,
+    profile_prefix,
+)
 from kernelblaster.tools.sandbox import Sandbox, SandboxView
 from kernelblaster.tools.toolkit import ToolUnavailable, tool_installation
 
@@ -24,23 +40,39 @@ PROFILE_WARMUP = 3
 # ncu replays every kernel once per metric pass (about 20 for these sections), so a call costs far more.
 PROFILE_TIMEOUT_FACTOR = 40
 NSIGHT_COMPUTE_HOME = Path("/opt/nvidia/nsight-compute")
+PROFILER_LOCK = Path(tempfile.gettempdir()) / "kernelblaster-ncu.lock"
 
 
-def profile_candidate(program: DriverProgram, sets: list[TensorSet], gpu: int, workdir: Path,
-                      timeout_s: float, sandbox: Sandbox | None) -> ProfileOutcome:
+@contextmanager
+def profiler_lock() -> Iterator[None]:
+    """Hold the host's profiler for the block (waiting for any other process of this tool that holds it)."""
+    with open(PROFILER_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def profile_candidate(program: DriverProgram, sets: list[TensorSet], gpu: int, timeout_s: float,
+                      sandbox: Sandbox | None) -> ProfileOutcome:
+    """Profile one call of the candidate under ncu in its sandbox. ncu writes its report in a private folder
+    the sandbox can write, so the report is taken out of it (no link followed, a regular file within a size
+    bound) and only that copy is read (`tools.ncu.export_candidate_details`)."""
     located = locate_ncu()
     if isinstance(located, ToolUnavailable):
         return ProfileUnavailable(reason=located.reason)
-    report_dir = workdir / "ncu"
-    report_dir.mkdir(parents=True, exist_ok=True)
-    report_path = report_dir / "profile"
-    view = program.view() + SandboxView(read_only=_ncu_installation(located), writable=(report_dir,))
+    timeout = timeout_s * PROFILE_TIMEOUT_FACTOR
     try:
-        with DriverSession(program.command(filtered=sandbox is not None), wrapper=profile_prefix(report_path),
-                           sandbox=sandbox, view=view) as session:
-            session.setup(sets, flush_bytes=flush_bytes(gpu), device=gpu, timeout_s=timeout_s * PROFILE_TIMEOUT_FACTOR)
-            session.profile(0, warmup=PROFILE_WARMUP, timeout_s=timeout_s * PROFILE_TIMEOUT_FACTOR)
-        return build_profile_report(export_details(report_path))
+        with candidate_report_folder() as report_dir:
+            report_path = report_dir / "profile"
+            view = program.view() + SandboxView(read_only=_ncu_installation(located), writable=(report_dir,))
+            with profiler_lock(), DriverSession(program.command(filtered=sandbox is not None),
+                                                wrapper=profile_prefix(report_path), sandbox=sandbox,
+                                                view=view) as session:
+                session.setup(sets, flush_bytes=flush_bytes(gpu), device=gpu, timeout_s=timeout)
+                session.profile(0, warmup=PROFILE_WARMUP, timeout_s=timeout)
+            return build_profile_report(export_candidate_details(report_path))
     except (DriverError, UserFacingError) as error:
         return ProfileUnavailable(reason=f"ncu run failed: {str(error).splitlines()[0]}")
 
@@ -54,8 +86,9 @@ def profile_pytorch(problem_path: Path, gpu: int, precision: str, workdir: Path,
     target = [sys.executable, "-m", "kernelblaster.harness.profile.baseline_target", str(problem_path),
               "--gpu", str(gpu), "--precision", precision]
     try:
-        done = subprocess.run(profile_command(target, report_path), capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
+        with profiler_lock():
+            done = subprocess.run(profile_command(target, report_path), capture_output=True, text=True,
+                                  timeout=timeout_s, check=False)
         check_ncu_run(done.returncode, done.stdout + done.stderr)
         return build_profile_report(export_details(report_path))
     except subprocess.TimeoutExpired:

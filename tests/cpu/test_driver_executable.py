@@ -56,6 +56,15 @@ def session(program: DriverProgram, sandbox: Sandbox) -> DriverSession:
 # Without a GPU
 # ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("program", ["scale_ok"], indirect=True)
+def test_a_batch_before_setup_is_refused_and_the_driver_keeps_serving(program: DriverProgram,
+                                                                       sandbox: Sandbox) -> None:
+    finished = talk(program, sandbox, '{"cmd":"batch","seq":1,"sets":[0]}', '{"cmd":"exit","seq":2}')
+    replies = [json.loads(line) for line in finished.stdout.splitlines()]
+    assert replies == [{"seq": 0, "ok": True}, {"seq": 1, "ok": False, "error": "send setup first"},
+                       {"seq": 2, "ok": True}]
+
+
+@pytest.mark.parametrize("program", ["scale_ok"], indirect=True)
 def test_bad_requests_get_error_replies_and_the_driver_keeps_serving(program: DriverProgram, sandbox: Sandbox) -> None:
     finished = talk(program, sandbox, "not json", '{"cmd":"dance","seq":1}', '{"cmd":"run","set":0,"seq":2}', "",
                     '{"cmd":"exit","seq":3}')
@@ -63,7 +72,7 @@ def test_bad_requests_get_error_replies_and_the_driver_keeps_serving(program: Dr
     assert replies == [
         {"seq": 0, "ok": True},
         {"ok": False, "error": "malformed JSON at byte 0: expected a value"},
-        {"seq": 1, "ok": False, "error": "unknown cmd 'dance' (expected setup, run, time, profile or exit)"},
+        {"seq": 1, "ok": False, "error": "unknown cmd 'dance' (expected setup, run, batch, time, profile or exit)"},
         {"seq": 2, "ok": False, "error": "send setup first"},
         {"seq": 3, "ok": True},
     ]
@@ -171,6 +180,21 @@ def test_time_returns_a_sample_per_timed_call_and_finds_every_call_complete(prog
     assert (timing.incomplete_calls, timing.policy_windows) == (0, 0)
     torch.cuda.synchronize()
     assert torch.equal(y, 2 * x)  # the last timed call's output, poisoned before it and written by it
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("program", ["scale_ok"], indirect=True)
+def test_a_batch_calls_once_per_listed_set_into_each_sets_own_outputs(program: DriverProgram,
+        sandbox: Sandbox) -> None:
+    xs = [torch.randn(N, device="cuda") for _ in range(3)]
+    ys = [torch.full((N,), float("nan"), device="cuda") for _ in range(3)]
+    sets = [TensorSet(inputs=[ipc_tensor(x)], params=[], outputs=[ipc_tensor(y)]) for x, y in zip(xs, ys, strict=True)]
+    with session(program, sandbox) as driver:
+        driver.setup(sets, flush_bytes=0)
+        driver.batch([2, 0, 1], timeout_s=30)
+        driver.batch([], timeout_s=30)  # an empty batch only synchronises
+    torch.cuda.synchronize()
+    assert all(torch.equal(y, 2 * x) for x, y in zip(xs, ys, strict=True))
 
 
 @pytest.mark.gpu

@@ -21,6 +21,7 @@ from kernelblaster.tools.driver_process import (
     DriverTimeout,
     IpcTensor,
     TensorSet,
+    parse_reply_line,
 )
 
 FAKE_DRIVER = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "fake_driver_protocol.py"
@@ -74,6 +75,16 @@ def test_run_and_profile_name_the_set_with_the_key_set(tmp_path: Path) -> None:
     run, profile = (json.loads(line) for line in log.read_text().splitlines()[:2])
     assert run == {"cmd": "run", "set": 2, "seq": 1}
     assert profile == {"cmd": "profile", "warmup": 3, "set": 1, "seq": 2}
+
+
+def test_batch_names_its_sets_in_order_with_the_key_sets(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    with fake_session(request_log=log) as session:
+        session.batch([2, 0, 1], timeout_s=10)
+        session.batch([], timeout_s=10)
+    first, empty = (json.loads(line) for line in log.read_text().splitlines()[:2])
+    assert first == {"cmd": "batch", "sets": [2, 0, 1], "seq": 1}
+    assert empty == {"cmd": "batch", "sets": [], "seq": 2}
 
 
 def test_time_returns_one_event_sample_per_timed_call_and_the_escape_counts(tmp_path: Path) -> None:
@@ -181,6 +192,14 @@ def test_a_second_reply_to_one_request_is_a_forgery() -> None:
         session.run(0, timeout_s=10)
 
 
+def test_a_result_the_harness_rejects_kills_the_driver_and_names_the_reason() -> None:
+    with fake_session() as session:
+        pid = session.pid
+        forged = session.reject("a median below the harness's own clock")
+        assert pid is not None and process_ended(pid)
+    assert isinstance(forged, DriverForged) and forged.reason == "a median below the harness's own clock"
+
+
 def test_a_reply_numbered_for_another_request_is_a_forgery_and_the_driver_is_killed() -> None:
     session = fake_session("renumbered")
     with session, pytest.raises(DriverForged, match="numbered 2 arrived while the driver owed reply 1"):
@@ -236,3 +255,41 @@ def test_what_the_sandbox_blocked_is_read_from_the_launchers_report() -> None:
         session.run(0, timeout_s=10)
     assert session.blocked() == ["execve (the candidate tried to run another program)"]
     assert raised.value.exit_status == 159 and "stopped by the sandbox" in str(raised.value)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Replies beyond what the driver sends: bounded before they are parsed
+# ---------------------------------------------------------------------------------------------------
+def test_a_deeply_nested_reply_is_a_forgery_not_a_failure_of_the_harness() -> None:
+    session = fake_session("nested")
+    with session, pytest.raises(DriverForged, match="objects and arrays, more than the 64 the driver ever sends"):
+        session.run(0, timeout_s=10)
+    assert session.exit_status == -9
+
+
+def test_an_endless_line_on_the_protocol_is_a_forgery() -> None:
+    with fake_session("overlong") as session, pytest.raises(DriverForged, match="a line of more than 4194304 bytes"):
+        session.run(0, timeout_s=10)
+
+
+def test_a_reply_with_fields_of_the_wrong_type_is_a_forgery() -> None:
+    with fake_session("malformed") as session, pytest.raises(DriverForged, match="a malformed reply to 'run': ok: "):
+        session.run(0, timeout_s=10)
+
+
+def test_the_bounds_let_the_largest_honest_timing_reply_through() -> None:
+    reply = {"seq": 3, "ok": True, "event_ms": [123.456789012345] * 1000, "incomplete_calls": 0, "policy_windows": 0}
+    assert parse_reply_line(json.dumps(reply).encode()) == reply
+
+
+def test_a_line_that_is_not_an_object_is_not_a_reply_and_not_parsed() -> None:
+    assert parse_reply_line(b"[" * 100_000) is None
+    assert parse_reply_line(b"==PROF== Connected to process 12") is None
+
+
+def test_output_without_end_between_replies_is_a_forgery_found_in_bounded_time() -> None:
+    started = time.monotonic()
+    with fake_session("endless") as session, pytest.raises(DriverForged, match="a line of more than"):
+        session.run(0, timeout_s=10)
+        session.run(0, timeout_s=10)
+    assert time.monotonic() - started < 10

@@ -4,6 +4,7 @@ ordered writer, the KB journal, the live board."""
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -91,12 +92,55 @@ def test_a_problems_result_and_tokens_read_back_as_written(tmp_path: Path) -> No
     db.add_problems([ProblemRow(position=0, problem_id="level1/19_ReLU", level=1, number=19, path="p.py",
                                 status="pending")])
     result = ProblemResult(verdict="ok", gpu="gpu0", eager_ms=1.0, best_ms=0.5, vs_baseline=2.0, wall_s=3.0,
+                           gpu_name="NVIDIA H100 80GB HBM3", driver_version="570.124.06", cuda_runtime="12.8",
+                           nvcc_version="12.8.93", torch_version="2.13.0+cu128",
                            tokens=[RoleTokens(role="lowering", calls=2, input_tokens=10, output_tokens=20)])
     db.mark_running(0, "run", 0)
     db.record_result(0, result)
     (row,) = db.problems()
     db.close()
     assert row.status == "done" and row.result == result and row.result.total_tokens == 30
+
+
+MACHINE_COLUMNS = ("gpu_name", "driver_version", "cuda_runtime", "nvcc_version", "torch_version")
+
+
+def _version_1_database(path: Path) -> None:
+    """A database as version 1 of the schema wrote it: one finished problem, no machine columns."""
+    db = ResultsDB.open(path, create=True)
+    db.add_problems([ProblemRow(position=0, problem_id="level1/19_ReLU", level=1, number=19, path="p.py",
+                                status="pending")])
+    db.record_result(0, ProblemResult(verdict="ok", gpu="gpu0", best_ms=0.5, vs_baseline=2.0))
+    db.close()
+    with sqlite3.connect(path) as raw:
+        for column in MACHINE_COLUMNS:
+            raw.execute(f"ALTER TABLE problems DROP COLUMN {column}")
+        raw.execute("PRAGMA user_version = 1")
+
+
+def test_an_older_database_is_brought_up_to_date_when_opened_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite"
+    _version_1_database(path)
+    db = ResultsDB.open(path)
+    (old,) = db.problems()
+    db.add_problems([ProblemRow(position=1, problem_id="level1/23_Softmax", level=1, number=23, path="q.py",
+                                status="pending")])
+    db.record_result(1, ProblemResult(verdict="ok", gpu="gpu0", gpu_name="NVIDIA H200", torch_version="2.13.0"))
+    new = db.problems()[1]
+    db.close()
+    assert old.result is not None and (old.result.best_ms, old.result.gpu_name) == (0.5, None)
+    assert new.result is not None and (new.result.gpu_name, new.result.torch_version) == ("NVIDIA H200", "2.13.0")
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_an_older_database_left_unmigrated_reads_its_rows_without_a_machine(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite"
+    _version_1_database(path)
+    db = ResultsDB(sqlite3.connect(path), path)  # as where it could not be written: not migrated
+    (row,) = db.problems()
+    db.close()
+    assert row.result is not None and row.result.vs_baseline == 2.0 and row.result.driver_version is None
 
 
 def test_the_suite_kb_applies_journals_in_suite_order_whatever_order_they_arrive_in(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.graph.recorded_evaluator import MACHINE
 from fixtures.suite.scripted_suite import services_factory, suite_config
 
 from kernelblaster.eval.report import write_report
@@ -42,9 +43,10 @@ def _query(suite: Path, sql: str) -> list[tuple[Any, ...]]:
         return db.execute(sql).fetchall()
 
 
-def _table_row(markdown: str, first_cell: str) -> list[str]:
-    line = next(line for line in markdown.splitlines() if line.startswith(f"| {first_cell} |"))
-    return [cell.strip() for cell in line.strip("|").split("|")]
+def _table_row(markdown: str, first_cell: str, table: int = 0) -> list[str]:
+    """The cells of the row starting with `first_cell` in the `table`-th table holding one."""
+    lines = [line for line in markdown.splitlines() if line.startswith(f"| {first_cell} |")]
+    return [cell.strip() for cell in lines[table].strip("|").split("|")]
 
 
 def test_the_level_table_equals_the_geometric_means_computed_from_the_database(suites: tuple[Path, Path],
@@ -73,10 +75,10 @@ def test_the_problem_table_shows_each_rows_times_tokens_and_cost(suites: tuple[P
     markdown = (report / "report.md").read_text()
     for position, problem_id, best_ms, tokens in _query(suites[0], "SELECT position, problem_id, best_ms, tokens "
                                                                    "FROM problems"):
-        row = _table_row(markdown, str(position))
-        assert row[1] == problem_id and row[6] == f"{best_ms:.4f}" and row[12] == str(tokens)
+        times, costs = _table_row(markdown, str(position)), _table_row(markdown, str(position), table=1)
+        assert times[1] == costs[1] == problem_id and times[6] == f"{best_ms:.4f}" and costs[2] == str(tokens)
         token_rows = _query(suites[0], f"SELECT input_tokens, output_tokens FROM tokens WHERE position = {position}")
-        assert row[13] == f"{sum(i * 2.0 + o * 8.0 for i, o in token_rows) / 1e6:.2f}"
+        assert costs[3] == f"{sum(i * 2.0 + o * 8.0 for i, o in token_rows) / 1e6:.2f}"
 
 
 def test_the_ablation_table_sets_both_suites_side_by_side(suites: tuple[Path, Path], report: Path) -> None:
@@ -92,7 +94,7 @@ def test_the_ablation_table_sets_both_suites_side_by_side(suites: tuple[Path, Pa
 def test_the_published_numbers_stand_beside_the_suites_with_their_sources(report: Path) -> None:
     markdown = (report / "report.md").read_text()
     assert _table_row(markdown, "KernelBlaster (paper)")[2:5] == ["1.43x", "2.50x", "1.50x"]
-    assert "arXiv 2602.14293" in markdown
+    assert "arXiv 2602.14293" in markdown and "arXiv 2602.24286" in markdown
     agent_rows = [cells for cells in (line.strip("|").split("|") for line in markdown.splitlines()
                                       if line.startswith("| CUDA Agent |"))]
     assert [[c.strip() for c in cells[2:5]] for cells in agent_rows] == [["2.48x", "3.27x", "1.80x"],
@@ -102,9 +104,27 @@ def test_the_published_numbers_stand_beside_the_suites_with_their_sources(report
 def test_every_plot_is_a_png_file_that_the_html_page_embeds(report: Path) -> None:
     page = (report / "report.html").read_text()
     names = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", (report / "report.md").read_text())
-    assert len(names) == 7
+    assert len(names) == 6  # no roofline plot: the recorded evaluator measures no roofline fraction
     for name in names:
         png = (report / name).read_bytes()
         assert png.startswith(PNG_MAGIC)
         assert f"data-name='{name}' src='data:image/png;base64,{base64.b64encode(png).decode()}'" in page
     assert "src='http" not in page and "<link" not in page
+
+
+def test_a_suite_without_roofline_fractions_says_why_instead_of_showing_an_empty_plot(report: Path) -> None:
+    markdown = (report / "report.md").read_text()
+    section = markdown.split("## Roofline of the best kernels")[1].split("## Problems")[0]
+    assert "None of the 5 best kernels has a roofline fraction" in section and "![" not in section
+    assert not (report / "roofline.png").exists()
+
+
+def test_the_report_cites_published_work_by_its_own_reference_never_by_an_issue_of_this_project(report: Path) -> None:
+    for name in ("report.md", "report.html"):
+        assert not re.search(r"issue \d+", (report / name).read_text(), re.IGNORECASE)
+
+
+def test_the_report_names_the_machine_its_problems_were_measured_on(report: Path) -> None:
+    markdown = (report / "report.md").read_text()
+    assert (f"Measured on: {MACHINE.gpu}, driver {MACHINE.driver}, CUDA runtime {MACHINE.cuda_runtime}, "
+            f"nvcc {MACHINE.nvcc}, torch {MACHINE.torch} (5 problems).") in markdown

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+from fixtures.graph.recorded_evaluator import MACHINE
 from fixtures.suite.scripted_suite import KERNELBENCH, services_factory, suite_config
 
 from kernelblaster.eval.problems import select_problems
@@ -25,6 +27,7 @@ from kernelblaster.eval.runner import resume_suite, start_suite
 from kernelblaster.eval.suite import open_suite
 from kernelblaster.eval.suite_kb import LATEST_NAME, start_version
 from kernelblaster.graph.core.run_files import RunFiles
+from kernelblaster.harness.machine import this_machine
 from kernelblaster.kb.codec import decode
 from kernelblaster.kb.journal import read_changes, replay
 from kernelblaster.kb.paths import seed_kb_bytes
@@ -122,7 +125,14 @@ def test_a_killed_suite_resumes_without_redoing_finished_problems_or_counting_kb
         [row.result.best_ms for row in _rows(finished_suite) if row.result]
 
 
-def test_a_problem_that_fails_to_load_is_recorded_and_the_suite_goes_on(tmp_path: Path) -> None:
+def test_every_row_names_the_machine_that_measured_its_best_kernel(finished_suite: Path) -> None:
+    machines = {(row.result.gpu_name, row.result.driver_version, row.result.cuda_runtime, row.result.nvcc_version,
+                 row.result.torch_version) for row in _rows(finished_suite) if row.result}
+    assert machines == {(MACHINE.gpu, MACHINE.driver, MACHINE.cuda_runtime, MACHINE.nvcc, MACHINE.torch)}
+
+
+def test_a_problem_that_fails_to_load_is_recorded_with_the_workers_machine_and_the_suite_goes_on(
+        tmp_path: Path) -> None:
     listing = tmp_path / "problems.txt"
     listing.write_text(f"{BROKEN}\n{KERNELBENCH / 'level1' / '19_ReLU.py'}\n")
     root = tmp_path / "suite"
@@ -132,6 +142,7 @@ def test_a_problem_that_fails_to_load_is_recorded_and_the_suite_goes_on(tmp_path
     broken, relu = _rows(root)
     assert broken.status == "failed" and broken.result and broken.result.verdict == "load_error"
     assert "broken_import" in (broken.result.error or "")
+    assert (broken.result.gpu_name, broken.result.torch_version) == (this_machine(0).gpu, torch.__version__)
     assert relu.status == "done" and relu.result and relu.result.verdict == "ok"
     assert (broken.kb_version_after, relu.kb_version_after) == (1, 2)
 

@@ -16,8 +16,10 @@ from fixtures.graph.scenario import PROBLEM
 
 from kernelblaster.graph.app import api
 from kernelblaster.graph.app.cli import build_parser, main
+from kernelblaster.graph.core import services
 from kernelblaster.graph.core.cost import ModelPrice
 from kernelblaster.graph.core.progress import Progress, ProgressDisplay, ProgressNote
+from kernelblaster.graph.core.services import HarnessEvaluators
 from kernelblaster.kb.store import KnowledgeBase
 
 
@@ -234,3 +236,34 @@ def test_report_of_a_finished_run_with_neither_report_file_left_names_the_missin
     run = _ended_run(tmp_path)
     again = _report_again(capsys, run, {"report.json": None})
     assert again.status == 2 and again.error_line.startswith(f"{run / 'report.md'} is missing")
+
+
+def _finished_run_on_a_bare_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A finished run, then this machine as it is: the real harness (no GPU here) and no endpoint."""
+    run = _ended_run(tmp_path)
+    monkeypatch.setattr(services, "harness_evaluator", HarnessEvaluators())
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    return run
+
+
+def test_resume_of_a_finished_run_says_it_is_finished_and_needs_no_endpoint_or_gpu(
+        tmp_path: Path, recorded_harness: EvaluationLog, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    run = _finished_run_on_a_bare_machine(tmp_path, monkeypatch)
+    capsys.readouterr()
+    finished = kernelblaster(capsys, "resume", run)
+    assert finished.status == 0 and finished.err == ""
+    assert finished.out.startswith(f"the run {run} is finished: nothing to resume\nbest kernel: {run / 'best.cu'}")
+
+
+def test_answer_to_a_finished_run_says_it_is_finished_and_needs_no_endpoint_or_gpu(
+        tmp_path: Path, recorded_harness: EvaluationLog, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    run = _finished_run_on_a_bare_machine(tmp_path, monkeypatch)
+    (tmp_path / "answer.txt").write_text("an answer")
+    capsys.readouterr()
+    finished = kernelblaster(capsys, "answer", run, "--file", tmp_path / "answer.txt")
+    assert finished.status == 2
+    assert finished.error_line == (f"{run}: the run is finished, so no question is waiting for an answer (its report: "
+                                   f"{run / 'report.md'})")

@@ -13,6 +13,7 @@ from fixtures.graph.scripted_chat import ScriptedChatModel, scripted_agent
 from kernelblaster.graph.core.context import RunContext
 from kernelblaster.graph.llm.agents import AgentFailed, Question
 from kernelblaster.graph.llm.chat import chat_model, check_endpoint
+from kernelblaster.graph.llm.settings import LLMSettings
 from kernelblaster.nodes.kernels import CudaAnswer, SoftVerdict, check_cuda
 from kernelblaster.tools.errors import UserFacingError
 
@@ -168,3 +169,9 @@ def test_each_role_gets_its_own_model_when_configured() -> None:
     context = RunContext(model="small-model", role_models={"lowering": "big-model"}, base_url="http://127.0.0.1:1/v1")
     assert chat_model(context.llm_settings(), "lowering").model_name == "big-model"
     assert chat_model(context.llm_settings(), "state_extractor").model_name == "small-model"
+
+
+def test_the_llm_settings_are_the_run_contexts_fields_of_the_same_names() -> None:
+    context = RunContext(model="m", role_models={"lowering": "big"}, temperature=0.3, llm_retries=5)
+    assert context.llm_settings().model_dump() == context.model_dump(include=set(LLMSettings.model_fields))
+    assert context.llm_settings().model_for("lowering") == "big"

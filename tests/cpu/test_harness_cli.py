@@ -262,3 +262,29 @@ def test_eval_asked_to_sanitize_without_compute_sanitizer_is_a_one_line_error(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert_one_line_error(captured.err, "--sanitize needs compute-sanitizer: compute-sanitizer not found")
+
+
+@needs_nvcc
+def test_eval_names_the_machine_it_ran_on_with_none_for_the_missing_gpu(
+        eval_report: subprocess.CompletedProcess[str], eval_json: subprocess.CompletedProcess[str]) -> None:
+    machine = json.loads(eval_json.stdout)["machine"]
+    assert (machine["source"], machine["gpu"], machine["torch"]) == ("gathered", "none", torch.__version__)
+    assert machine["cuda_runtime"] == (torch.version.cuda or "none")
+    nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout
+    assert f"V{machine['nvcc']}" in nvcc
+    assert f"machine: none, driver {machine['driver']}, CUDA runtime" in eval_report.stdout
+
+
+# The README's example of eval with its flags: every flag but the optional libraries, so that it runs with a
+# toolkit that has no cuBLAS (`--allow cublas` is shown apart, as needing it).
+FLAGS_EXAMPLE = ["examples/problems/softmax_rows.py", "examples/candidates/softmax_rows/fast.cu", "--json", "--profile",
+                 "--seeds", "5", "--precision", "strict", "--gpu", "0", "--timeout", "20", "--arch", "sm_90",
+                 "--no-baseline"]
+
+
+@needs_nvcc
+def test_the_documented_eval_example_with_its_flags_needs_no_library_beyond_the_toolkit(cache_dir: Path) -> None:
+    completed = kernelblaster("eval", *FLAGS_EXAMPLE, cache_dir=cache_dir)
+    result = json.loads(completed.stdout)
+    assert (result["verdict"], result["compiled"]) == ("no_gpu", True)
+    assert_one_line_error(completed.stderr, "no_gpu")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelblaster.harness.result import CandidateTiming, Roofline
-from kernelblaster.harness.roofline import HEADROOM, GpuPeaks, roofline_check, roofline_for
+from kernelblaster.harness.roofline import HEADROOM, GpuPeaks, below_compute_floor, roofline_check, roofline_for
 from kernelblaster.harness.spec import ProblemSpec, TensorSpec
 from kernelblaster.harness.stats import TimingStats
 from kernelblaster.harness.timing import (
@@ -188,3 +188,49 @@ def test_roofline_check_does_not_modify_the_roofline_it_is_given() -> None:
     original = floor(0.8)
     roofline_check(original, time_ms=1.6)
     assert original.fraction_of_floor is None
+
+
+# KernelBench level2/14 (GEMM 1024x8192 by 8192x8192, divide, sum, scale) on a 3000 GB/s, 50 TFLOP/s GPU: about
+# 0.08 ms of compulsory bytes, 2.2 ms of the reference's FLOPs; x times W's column sums takes about 0.1 ms.
+GEMM_SUM_BYTES = (1024 * 8192 + 8192 * 8192 + 1024) * 4
+GEMM_SUM_FLOPS = 2 * 1024 * 8192 * 8192
+FAST_PEAKS = PEAKS.model_copy(update={"bandwidth_gbs": 3000.0})
+
+
+def gemm_sum_roofline() -> Roofline:
+    return roofline_for(spec_moving(GEMM_SUM_BYTES), flops=GEMM_SUM_FLOPS, peaks=FAST_PEAKS, policy="strict")
+
+
+def test_an_algebraic_rewrite_below_the_compute_floor_is_not_suspicious() -> None:
+    roofline = gemm_sum_roofline()
+    assert roofline.memory_floor_ms is not None and roofline.compute_floor_ms is not None
+    assert roofline.memory_floor_ms < 0.1 < roofline.compute_floor_ms
+    _, check = roofline_check(roofline, time_ms=0.1)
+    assert check.passed
+    assert "compute floor" in check.detail and "more seeds" in check.detail
+
+
+def test_a_time_below_the_compute_floor_alone_earns_extra_verification() -> None:
+    roofline = gemm_sum_roofline()
+    assert below_compute_floor(roofline, time_ms=0.1)
+    assert not below_compute_floor(roofline, time_ms=3.0)
+
+
+def test_a_time_below_the_memory_floor_is_suspicious_even_when_the_floor_is_compute_bound() -> None:
+    roofline = gemm_sum_roofline()
+    assert roofline.limited_by == "compute"
+    _, check = roofline_check(roofline, time_ms=0.01)
+    assert not check.passed and "below the memory floor" in check.detail
+    assert not below_compute_floor(roofline, time_ms=0.01)  # rejected, not verified further
+
+
+def test_the_floor_shown_to_agents_stays_the_larger_of_the_two() -> None:
+    roofline = gemm_sum_roofline()
+    assert roofline.floor_ms == pytest.approx(roofline.compute_floor_ms)
+
+
+def test_a_roofline_recorded_before_the_floors_were_split_keeps_its_whole_floor() -> None:
+    old = Roofline(compulsory_bytes=10**9, flops=10**12, peak_bandwidth_gbs=1000.0, peak_tflops=50.0, floor_ms=16.0,
+                   limited_by="compute")
+    assert not roofline_check(old, time_ms=8.0)[1].passed
+    assert not below_compute_floor(old, time_ms=8.0)

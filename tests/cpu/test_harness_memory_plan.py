@@ -43,6 +43,13 @@ def test_a_small_problem_rotates_the_most_sets_and_keeps_its_references() -> Non
     assert plan.needed_bytes <= plan.available_bytes
 
 
+def test_kept_references_count_a_timing_case_for_every_rotating_set() -> None:
+    # 0.1 GiB a case: 5 seeds and 8 special cases (1.3 GiB) fit a quarter of 6 GiB, with 4 timing cases not.
+    gpu = GpuMemory(name="small", free_bytes=6 * GIB, l2_bytes=50 * MIB)
+    plan = plan_memory(sizes(0.05), gpu, SEEDS)
+    assert plan.rotating_sets == MAX_ROTATING_SETS and plan.references == "per_case"
+
+
 def test_references_too_large_to_keep_are_computed_one_case_at_a_time() -> None:
     # 9 cases of 3 GiB each exceed a quarter of the free memory.
     plan = plan_memory(sizes(1.5), H100, SEEDS)
@@ -119,3 +126,15 @@ def test_every_kernelbench_problem_gets_a_plan_on_an_h100(path: Path) -> None:
     assert plan.fits, plan.too_large_summary()
     assert plan.needed_bytes <= plan.available_bytes
     assert plan.rotating_sets >= 1 and plan.baseline_sets >= 1
+
+
+def test_a_small_problem_gets_float64_references() -> None:
+    assert plan_memory(sizes(0.01), H100, SEEDS).float64_references
+
+
+def test_float64_references_are_dropped_where_they_would_cost_a_rotating_set() -> None:
+    # A 6 GiB elementwise problem (KernelBench level1/19_ReLU's size): float64 copies would crowd out sets.
+    problem = sizes(6.0)
+    plan = plan_memory(problem, H100, SEEDS)
+    assert plan.fits and not plan.float64_references
+    assert plan.rotating_sets > 1

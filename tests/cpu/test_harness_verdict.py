@@ -116,7 +116,7 @@ def test_the_first_failed_check_makes_it_incorrect() -> None:
     assert decide(BUILT, findings) == ("incorrect", "failed check 'correct': correct went wrong")
 
 
-@pytest.mark.parametrize("check", ["stream_escape", "timed_outputs"])
+@pytest.mark.parametrize("check", ["stream_escape", "timed_outputs", "extra_verification"])
 def test_a_failed_check_on_the_timed_calls_makes_it_incorrect(check: str) -> None:
     findings = Findings(checks=passing("static", "compile", "runs", "correct"))
     findings.add_measurement(Measurement(timing(), [failing(check)]))

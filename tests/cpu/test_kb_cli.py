@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,6 @@ from fixtures.kb.lookup import optimization_of
 from kernelblaster.graph.app.cli import main
 from kernelblaster.kb.edits import Deprecate
 from kernelblaster.kb.outcomes import EventId, OutcomeEvent
-from kernelblaster.kb.paths import backup_path_for
 from kernelblaster.kb.schema import OutcomeStatus
 from kernelblaster.kb.store import KnowledgeBase
 
@@ -83,10 +83,26 @@ def test_export_then_import_round_trips_and_keeps_the_previous_kb(
     exported = tmp_path / "exported.json"
     run(capsys, "kb", "export", str(exported), "--kb", str(kb_path))
     other = KnowledgeBase.create(tmp_path / "other.json").path
-    status, _, _ = run(capsys, "kb", "import", str(exported), "--kb", str(other))
+    before = other.read_bytes()
+    status, out, _ = run(capsys, "kb", "import", str(exported), "--kb", str(other), "--json")
     assert status == 0
     assert KnowledgeBase.load(other).document == KnowledgeBase.load(kb_path).document
-    assert backup_path_for(other, "pre-import").exists()
+    assert Path(json.loads(out)["previous_kept_as"]).read_bytes() == before
+
+
+def test_every_import_keeps_its_own_backup_named_by_time(capsys: pytest.CaptureFixture[str], kb_path: Path,
+                                                         tmp_path: Path) -> None:
+    exported = tmp_path / "exported.json"
+    run(capsys, "kb", "export", str(exported), "--kb", str(kb_path))
+    target = KnowledgeBase.create(tmp_path / "target.json").path
+    kept: dict[Path, bytes] = {}
+    for _ in range(2):
+        before = target.read_bytes()
+        _, out, _ = run(capsys, "kb", "import", str(exported), "--kb", str(target), "--json")
+        kept[Path(json.loads(out)["previous_kept_as"])] = before
+    assert len(kept) == 2 and all(path.read_bytes() == content for path, content in kept.items())
+    assert sorted(path.name for path in tmp_path.glob("target.pre-import.*.bak.json")) == sorted(p.name for p in kept)
+    assert all(re.fullmatch(r"target\.pre-import\.\d{8}T\d{6}Z(-\d+)?\.bak\.json", path.name) for path in kept)
 
 
 def test_reindex_reports_the_states_indexed(capsys: pytest.CaptureFixture[str], kb_path: Path) -> None:
@@ -224,4 +240,15 @@ def test_restore_of_a_snapshot_not_kept_fails_in_one_line_naming_those_kept_and_
         status, _, err = run(capsys, "kb", "restore", *argv, "--kb", str(kb_path))
         assert status == 2
         assert err.count("\n") == 1 and "kept: run-1: after iteration 1, 2" in err
+    assert kb_path.read_bytes() == before
+
+
+def test_importing_an_empty_json_object_says_it_is_not_a_kb_and_keeps_the_kb(capsys: pytest.CaptureFixture[str],
+                                                                            kb_path: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}")
+    before = kb_path.read_bytes()
+    status, _, err = run(capsys, "kb", "import", str(empty), "--kb", str(kb_path))
+    assert status != 0 and err.count("\n") == 1 and "Traceback" not in err
+    assert "it is an empty JSON object ({}), not a KB" in err and "None" not in err
     assert kb_path.read_bytes() == before

@@ -84,12 +84,20 @@ def test_kb_built_with_another_signature_layout_is_refused(kb_path: Path) -> Non
         KnowledgeBase.load(kb_path)
 
 
-def test_newer_schema_version_is_refused(kb_path: Path) -> None:
+def test_a_newer_schema_version_is_refused_with_advice_to_upgrade(kb_path: Path) -> None:
     data = json.loads(kb_path.read_text())
     data["schema_version"] = 7
     kb_path.write_text(json.dumps(data))
-    with pytest.raises(KBFileError, match="schema version 7"):
+    with pytest.raises(KBFileError, match=r"schema version 7, newer than this kernelblaster reads \(versions 0, 1 "
+                                          r"and 2\): upgrade"):
         KnowledgeBase.load(kb_path)
+
+
+def test_a_file_naming_no_schema_version_is_refused_in_words(kb_path: Path) -> None:
+    kb_path.write_text(json.dumps({"states": {}}))
+    with pytest.raises(KBFileError, match="names no schema version") as refused:
+        KnowledgeBase.load(kb_path)
+    assert "None" not in str(refused.value)
 
 
 def test_a_broken_file_is_left_untouched_and_not_replaced_by_the_seed(kb_path: Path) -> None:

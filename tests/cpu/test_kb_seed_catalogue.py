@@ -13,7 +13,6 @@ import pytest
 from kernelblaster.graph.app.cli import main
 from kernelblaster.graph.app.run_cli import note_outdated_catalogue
 from kernelblaster.graph.core.context import RunContext
-from kernelblaster.kb.paths import backup_path_for
 from kernelblaster.kb.seed_catalogue import describe_gaps
 from kernelblaster.kb.store import KnowledgeBase
 
@@ -55,15 +54,15 @@ def test_what_a_person_edited_is_kept(old_kb: Path, capsys: pytest.CaptureFixtur
 def test_the_previous_kb_is_kept_beside_it(old_kb: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = old_kb.read_text()
     report = _update(old_kb, capsys)
-    assert report["previous_kept_as"] == str(backup_path_for(old_kb, "pre-catalogue"))
-    assert backup_path_for(old_kb, "pre-catalogue").read_text() == before
+    (backup,) = old_kb.parent.glob(f"{old_kb.stem}.pre-catalogue.*.bak.json")
+    assert report["previous_kept_as"] == str(backup) and backup.read_text() == before
 
 
 def test_a_kb_made_from_this_seed_has_nothing_to_update(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = KnowledgeBase.create(tmp_path / "kb.json").path
     before = path.read_bytes()
     assert _update(path, capsys)["updated"] == {}
-    assert path.read_bytes() == before and not backup_path_for(path, "pre-catalogue").exists()
+    assert path.read_bytes() == before and not list(path.parent.glob("*.bak.json"))
 
 
 def test_a_run_on_an_old_kb_is_told_to_update_its_catalogue(old_kb: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.graph.recorded_evaluator import EvaluationLog
+from fixtures.graph.recorded_evaluator import MACHINE, EvaluationLog
 from fixtures.graph.scenario import (
     Finished,
     applies_first_offered,
@@ -77,6 +77,20 @@ def test_the_report_names_the_precision_policy_it_was_judged_under(tmp_path: Pat
          precision="pytorch-default")
     assert json.loads((tmp_path / "run" / "report.json").read_text())["precision"] == "pytorch-default"
     assert "Precision policy: `pytorch-default`" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_the_report_names_the_machine_that_measured_its_best_kernel(tmp_path: Path) -> None:
+    _run(tmp_path, [initial_kernel("ok 0.9"), applies_first_offered("ok 0.5")], depth=1)
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["machine"] == MACHINE.model_dump()
+    assert f"Machine: {MACHINE.line()}" in (tmp_path / "run" / "report.md").read_text()
+    assert "(test double)" in MACHINE.line()
+
+
+def test_a_report_without_a_measured_kernel_says_its_machine_was_not_recorded(tmp_path: Path) -> None:
+    _run(tmp_path, [initial_kernel("incorrect")] * 4, depth=1)
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["machine"] is None
+    assert "Machine: not recorded (no kernel was measured" in (tmp_path / "run" / "report.md").read_text()
 
 
 def test_the_report_lists_each_step_and_the_tokens_of_every_role_and_node(tmp_path: Path) -> None:

@@ -42,8 +42,11 @@ def test_wheel_carries_the_driver_sources_seed_kb_prompts_and_findings_text(whee
     assert "kernelblaster/kb/seed/seed_kb.json" in wheel_names
     assert "kernelblaster/nodes/prompts/lower.user.txt" in wheel_names
     assert "kernelblaster/nodes/prompts/answer_cuda.txt" in wheel_names
-    assert "kernelblaster/graph/prompts/answer_json.txt" in wheel_names
+    assert "kernelblaster/graph/llm/prompts/answer_json.txt" in wheel_names
     assert "kernelblaster/harness/profile/findings.txt" in wheel_names
+    assert "kernelblaster/harness/export/binding.cpp.txt" in wheel_names
+    assert "kernelblaster/harness/export/package_init.py.txt" in wheel_names
+    assert "kernelblaster/harness/export/kernelbench.py.txt" in wheel_names
 
 
 def test_wheel_carries_every_kb_snippet(wheel_names: list[str]) -> None:

@@ -170,14 +170,14 @@ def test_without_compute_sanitizer_a_run_is_unavailable_and_asking_for_one_is_a_
         require_sanitizer()
 
 
-def test_the_driver_runs_under_the_checker_with_its_report_in_a_log_file(monkeypatch: pytest.MonkeyPatch,
+def test_the_driver_runs_under_the_checker_with_its_report_in_an_inherited_pipe(monkeypatch: pytest.MonkeyPatch,
                                                                            tmp_path: Path) -> None:
     args = sanitizer_stand_in.install(tmp_path, monkeypatch, CLEAN)
     assert sanitize_call(one_call(), SanitizerTool.RACECHECK).status == "clean"
     recorded = args.read_text().splitlines()
     assert recorded[:2] == ["--tool", "racecheck"]
     assert recorded[recorded.index("--report-api-errors") + 1] == "no"
-    assert recorded[recorded.index("--log-file") + 1].endswith("racecheck.log")
+    assert recorded[recorded.index("--log-file") + 1].startswith("/proc/self/fd/")
     assert recorded[-1] == str(FAKE_DRIVER)
 
 
@@ -224,8 +224,8 @@ def test_a_run_that_floods_its_report_is_stopped_long_before_its_timeout(monkeyp
 
 
 def test_initcheck_alone_leaves_copies_unchecked(tmp_path: Path) -> None:
-    initcheck = sanitizer_prefix(tmp_path / "compute-sanitizer", SanitizerTool.INITCHECK, tmp_path / "log")
-    memcheck = sanitizer_prefix(tmp_path / "compute-sanitizer", SanitizerTool.MEMCHECK, tmp_path / "log")
+    initcheck = sanitizer_prefix(tmp_path / "compute-sanitizer", SanitizerTool.INITCHECK, "/proc/self/fd/9")
+    memcheck = sanitizer_prefix(tmp_path / "compute-sanitizer", SanitizerTool.MEMCHECK, "/proc/self/fd/9")
     assert initcheck[initcheck.index("--check-api-memory-access") + 1] == "no"
     assert "--check-api-memory-access" not in memcheck
 
@@ -239,3 +239,36 @@ def test_only_initcheck_asks_the_driver_to_mark_the_inputs_written(monkeypatch: 
     sanitize_call(one_call(), tool)
     setup = next(r for r in map(json.loads, requests.read_text().splitlines()) if r["cmd"] == "setup")
     assert setup["mark_initialized"] is marked
+
+
+# ---- summaries the checked program wrote into the report (it can, before the checker's own) ---------------
+FORGED_CLEAN = "========= ERROR SUMMARY: 0 errors\n"
+
+
+def test_the_last_summary_counts_not_a_clean_one_written_before_it() -> None:
+    result = parse_sanitizer_output(FORGED_CLEAN + MEMCHECK_OUT_OF_BOUNDS, SanitizerTool.MEMCHECK)
+    assert (result.status, result.error_count) == ("errors", 1)
+
+
+def test_a_clean_memcheck_summary_does_not_stand_for_a_racecheck_one_that_follows() -> None:
+    result = parse_sanitizer_output(FORGED_CLEAN + RACECHECK_ONE_HAZARD, SanitizerTool.RACECHECK)
+    assert (result.status, result.error_count) == ("errors", 1)
+
+
+def test_a_summary_after_a_line_the_program_left_unfinished_still_counts() -> None:
+    report = FORGED_CLEAN + "=========" + MEMCHECK_OUT_OF_BOUNDS.splitlines(keepends=True)[-1]
+    result = parse_sanitizer_output(report, SanitizerTool.MEMCHECK)
+    assert (result.status, result.error_count) == ("errors", 1)
+
+
+def test_errors_reported_after_a_clean_summary_in_a_report_cut_short_stand() -> None:
+    report = FORGED_CLEAN + INITCHECK_CUT_OFF
+    result = parse_sanitizer_output(report, SanitizerTool.INITCHECK)
+    assert (result.status, result.error_count) == ("errors", None)
+    assert result.reason.startswith("the report holds errors that a summary of 0 errors in it does not count")
+
+
+def test_racecheck_warnings_beside_a_clean_summary_leave_it_clean() -> None:
+    warning = [line.replace("Error:", "Warning:") for line in RACECHECK_ONE_HAZARD.splitlines()[:4]]
+    report = "\n".join([*warning, "========= RACECHECK SUMMARY: 1 hazard displayed (0 errors, 1 warning)", ""])
+    assert parse_sanitizer_output(report, SanitizerTool.RACECHECK).status == "clean"

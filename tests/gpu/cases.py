@@ -26,7 +26,7 @@ PROBLEMS_DIR = EXAMPLES_DIR / "problems"
 # The harness's verification checks, in the order it runs them (harness/result.py CHECK_ORDER).
 CHECK_ORDER: tuple[str, ...] = (
     "static", "compile", "runs", "outputs_written", "correct", "inputs_unchanged", "deterministic",
-    "no_caching", "special_values", "sanitizer", "stream_escape", "timed_outputs", "roofline",
+    "no_caching", "special_values", "sanitizer", "stream_escape", "timed_outputs", "extra_verification", "roofline",
 )
 
 

@@ -88,6 +88,9 @@ def test_timing_reports_median_spread_and_rotation(cache_dir: Path) -> None:
     assert timing.event.samples >= 30
     assert timing.event.p25_ms <= timing.event.median_ms <= timing.event.p75_ms
     assert timing.rotating_sets >= 2
+    trusted = timing.trusted
+    assert trusted is not None and trusted.calls_per_batch == timing.rotating_sets
+    assert 0 < trusted.per_call_ms <= timing.event.median_ms + trusted.tolerance_ms
 
 
 def test_roofline_floor_is_below_a_correct_kernels_time(cache_dir: Path) -> None:
@@ -142,6 +145,8 @@ def test_a_correct_kernel_passes_every_timed_check_ten_times_in_a_row(problem: P
         measured = evaluator.measure(built, verified, profile=False)
         assert measured.verdict == "ok", f"run {run + 1}: {measured.summary}"
         assert measured.timing is not None and measured.timing.incomplete_calls == 0
+        trusted = measured.timing.trusted  # the harness's own clock ran, and checked batches of timed calls
+        assert trusted is not None and trusted.checked_batches >= 2, measured.timing
 
 
 def test_work_escaping_the_stream_is_rejected_ten_times_in_a_row(cache_dir: Path) -> None:

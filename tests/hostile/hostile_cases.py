@@ -9,7 +9,11 @@ its attack alone. A refused candidate is compiled as it is.
 - `at_load`: what happens when its built driver starts in the sandbox (no GPU needed: load-time code runs
   before CUDA): "blocked" (the launcher's filter ends the process, naming `blocked_call`), "forged"
   (replies arrive before their request) or "starts" (the attack, if any, fails quietly).
-- `verdicts`: the verdicts a GPU evaluation may give.
+- `verdicts`: the verdicts a GPU evaluation may give; `reason`, words its summary must contain (caught for the
+  reason the candidate tests, not another).
+- `sanitized`: for an attack on compute-sanitizer's report, the checker and the verdicts an evaluation under
+  it (`--sanitize`) may give.
+- `profiled`: an attack on ncu's report, made while it is profiled (the evaluation's verdict is `verdicts`).
 The raw system calls in these files are x86-64 instructions.
 """
 
@@ -35,6 +39,10 @@ class HostileCase:
     # For a forgery whose rewrite may not reach the reply (it depends on how the driver formats replies):
     # `ok` is acceptable only with a time at least this, so the honest time, not the forged one, was taken.
     honest_min_ms: float | None = None
+    sanitized: tuple[str, frozenset[str]] | None = None
+    profiled: bool = False
+    # Words the verdict's summary must contain: the candidate was caught for the reason it was written to test.
+    reason: str | None = None
 
     @property
     def source(self) -> Path:
@@ -49,7 +57,8 @@ class HostileCase:
         text = self.source.read_text()
         if self.refused_by is not None:
             return text
-        parts = (["raw_syscall.h"] if re.search(r"\b(?:sys|say)\(", text) else []) + ["swish.h"]
+        parts = (["raw_syscall.h"] if re.search(r"\b(?:sys|say)\(", text) else [])
+        parts += (["checker_logs.h"] if "for_each_checker_file(" in text else []) + ["swish.h"]
         lines = text.splitlines(keepends=True)
         after_includes = max(i for i, line in enumerate(lines) if line.startswith("#include")) + 1
         shared = "".join((PARTS_DIR / part).read_text() + "\n" for part in parts)
@@ -70,6 +79,12 @@ def _blocked(name: str, call: str) -> HostileCase:
 
 def _built(name: str, at_load: Literal["forged", "starts"], verdict: str) -> HostileCase:
     return HostileCase(name, None, at_load, None, frozenset({verdict}))
+
+
+def _against_checker(name: str, tool: str, sanitized_verdict: str) -> HostileCase:
+    """An attack on the report of compute-sanitizer's `tool`: without it the candidate is a correct kernel."""
+    return HostileCase(name, None, "starts", None, frozenset({"ok"}),
+                       sanitized=(tool, frozenset({sanitized_verdict})))
 
 
 HOSTILE_CASES: tuple[HostileCase, ...] = (
@@ -106,6 +121,27 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _built("forge_fileno", "forged", "forged_result"),
     _built("forge_reply_in_forward", "starts", "forged_result"),
     HostileCase("forge_fputs_rewrite", None, "starts", None, frozenset({"forged_result", "ok"}), honest_min_ms=0.5),
+    # The trusted process made to fail: replies it cannot parse, memory it cannot get.
+    _built("reply_deeply_nested", "starts", "forged_result"),
+    _built("reply_overlong_line", "starts", "forged_result"),
+    _built("hoard_gpu_memory_wrong", "starts", "incorrect"),
+    # Checker output redirected: compute-sanitizer's report replaced, flooded or forged (through /proc).
+    _against_checker("checker_log_symlink", "memcheck", "ok"),
+    _against_checker("checker_log_fifo", "memcheck", "ok"),
+    _against_checker("checker_log_flood", "memcheck", "sanitizer_error"),
+    _against_checker("checker_log_forged_clean", "memcheck", "sanitizer_error"),
+    HostileCase("ncu_report_symlink", None, "starts", None, frozenset({"ok"}), profiled=True),
+    # Timing and checks: the harness's own clock and checks it cannot predict.
+    HostileCase("forge_median_event_rewrite", None, "starts", None, frozenset({"forged_result"}),
+                reason="the harness's own clock"),
+    HostileCase("skip_unwatched_calls", None, "starts", None, frozenset({"incorrect"}),
+                reason="failed check 'timed_outputs'"),
+    HostileCase("cache_sampled_inputs", None, "starts", None, frozenset({"incorrect"}),
+                reason="failed check 'timed_outputs'"),
+    HostileCase("nan_zeroed_off_fixed_places", None, "starts", None, frozenset({"incorrect"}),
+                reason="failed check 'special_values'"),
 )
 
 BUILT_CASES = tuple(case for case in HOSTILE_CASES if case.refused_by is None)
+CHECKER_CASES = tuple(case for case in HOSTILE_CASES if case.sanitized is not None)
+PROFILED_CASES = tuple(case for case in HOSTILE_CASES if case.profiled)

@@ -33,6 +33,8 @@ def test_a_hostile_candidate_is_contained_and_gets_its_verdict(case: HostileCase
     if result.verdict == "ok" and case.honest_min_ms is not None:  # a forgery that did not reach the reply
         assert result.time_ms is not None and result.time_ms >= case.honest_min_ms, \
             f"a forged time was accepted: {result.summary}"
+    if case.reason is not None:
+        assert case.reason in result.summary, f"caught for another reason: {result.summary}"
     if "sandbox_violation" in case.verdicts:
         assert "the sandbox blocked" in result.summary
     if case.blocked_call is not None:

@@ -1,0 +1,174 @@
+"""harness/verify.py's whole flow on CPU: the real checks, reference cases (float64, special values with their
+reach) and comparisons, with the candidate a PyTorch function standing in for the driver's kb_forward on CPU
+buffers. The issue's causal attention that skips masked work passes `special_values` with an Inf in a later
+token; a NaN-dropping one fails it; `extra_verification` passes the GEMM-sum rewrite and fails a kernel that is
+right only on the verification seeds."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import cast
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelblaster.harness import references
+from kernelblaster.harness.buffers import SharedBuffer, SharedSet
+from kernelblaster.harness.dtypes import dtype_info
+from kernelblaster.harness.problem import Problem, instantiate, load_problem
+from kernelblaster.harness.references import ReferenceCache, ReferenceCase, compute_case
+from kernelblaster.harness.spec import TensorSpec, derive_spec
+from kernelblaster.harness.verify import VerificationContext, extra_verification, verify_candidate
+from kernelblaster.tools.driver_process import DriverSession
+
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "problems"
+ATTENTION = FIXTURES / "causal_attention_small.py"
+GEMM_SUM = FIXTURES / "gemm_divide_sum_scale_small.py"
+SEEDS = [0, 1, 2]
+
+Candidate = Callable[[list[torch.Tensor], list[torch.Tensor]], list[torch.Tensor]]
+
+
+class CpuReferences(ReferenceCache):
+    """The references of the harness, computed on the CPU instead of `cuda:{gpu}`."""
+
+    def _compute(self, seed: int, special: tuple[str, Callable[[torch.Tensor], object]] | None) -> ReferenceCase:
+        return compute_case(instantiate(self.problem, seed, "cpu"), special, self.float64)
+
+
+class PythonDriver:
+    """Stands in for the driver process: kb_forward is `candidate` run on the shared set's CPU tensors."""
+
+    def __init__(self, shared: SharedSet, candidate: Candidate) -> None:
+        self.shared, self.candidate = shared, candidate
+
+    def run(self, set_index: int, timeout_s: float) -> None:
+        outputs = self.candidate([b.tensor for b in self.shared.inputs], [b.tensor for b in self.shared.params])
+        for buffer, value in zip(self.shared.outputs, outputs, strict=True):
+            buffer.tensor.copy_(value)
+
+    def batch(self, sets: list[int], timeout_s: float) -> None:
+        for index in sets:  # verification's batches hold set 0, the only one here
+            self.run(index, timeout_s)
+
+
+def cpu_buffer(spec: TensorSpec) -> SharedBuffer:
+    raw = torch.zeros(spec.numel * dtype_info(spec.dtype).itemsize, dtype=torch.uint8)
+    tensor = raw.view(dtype_info(spec.dtype).torch_dtype).reshape(spec.shape)
+    return SharedBuffer(spec=spec, pointer=0, nbytes=raw.numel(), raw=raw, tensor=tensor, ipc_handle_hex="")
+
+
+def cpu_set(problem: Problem) -> SharedSet:
+    spec = derive_spec(instantiate(problem, 0, "cpu"))
+    return SharedSet(inputs=[cpu_buffer(s) for s in spec.inputs], params=[cpu_buffer(s) for s in spec.params],
+                     outputs=[cpu_buffer(s) for s in spec.outputs])
+
+
+def setup(path: Path, candidate: Candidate, monkeypatch: pytest.MonkeyPatch
+          ) -> tuple[DriverSession, SharedSet, VerificationContext]:
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)  # CPU buffers: nothing to wait for
+    problem = load_problem(path)
+    shared = cpu_set(problem)
+    context = VerificationContext(CpuReferences(problem, 0, SEEDS, "per_case", True, float64=True), "strict", 10.0,
+                                  1 << 20)
+    return cast(DriverSession, PythonDriver(shared, candidate)), shared, context
+
+
+def inf_in_a_later_token(tensor: torch.Tensor) -> None:
+    """One +Inf in token 6 of the first sequence: tokens 0..5 of it cannot depend on it."""
+    tensor[0, 6, 3] = math.inf
+
+
+def nan_in_a_later_token(tensor: torch.Tensor) -> None:
+    tensor[0, 6, 3] = math.nan
+
+
+def attention(drop_nan: bool = False) -> Candidate:
+    """Causal attention that skips masked work (row s reads tokens 0..s only), as a flash-style kernel does."""
+    def forward(inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
+        (x,), (_, w_attn, b_attn, w_proj, b_proj) = inputs, params
+        batch, tokens, channels = x.shape
+        qkv = x @ w_attn.T + b_attn
+        q, k, v = (t.reshape(batch, tokens, 2, -1).transpose(1, 2) for t in qkv.split(channels, dim=2))
+        y = torch.empty_like(q)
+        for s in range(tokens):
+            scores = q[:, :, s:s + 1] @ k[:, :, : s + 1].transpose(-2, -1) / math.sqrt(q.shape[-1])
+            y[:, :, s] = (F.softmax(scores, dim=-1) @ v[:, :, : s + 1])[:, :, 0]
+        if drop_nan:
+            y = torch.nan_to_num(y, nan=0.0)
+        return [y.transpose(1, 2).reshape(batch, tokens, channels) @ w_proj.T + b_proj]
+    return forward
+
+
+def gemm_sum_rewrite(inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [inputs[0] @ params[0].sum(dim=0).unsqueeze(1) * 0.75]
+
+
+@pytest.mark.parametrize("placement", [inf_in_a_later_token, nan_in_a_later_token])
+def test_attention_that_skips_masked_work_passes_every_check(placement: Callable[[torch.Tensor], None],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(references, "SPECIAL_CASES", (("a special value in a later token", placement),))
+    session, shared, context = setup(ATTENTION, attention(), monkeypatch)
+    verification = verify_candidate(session, shared, context)
+    assert verification.passed, verification.checks[-1].detail
+    assert [c.name for c in verification.checks][-1] == "special_values"
+
+
+def test_attention_that_drops_a_nan_fails_special_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(references, "SPECIAL_CASES", (("NaN in a later token", nan_in_a_later_token),))
+    session, shared, context = setup(ATTENTION, attention(drop_nan=True), monkeypatch)
+    verification = verify_candidate(session, shared, context)
+    failed = verification.checks[-1]
+    assert not failed.passed and failed.name == "special_values", failed.detail
+    assert "NaN must propagate" in failed.detail
+
+
+def test_the_gemm_sum_rewrite_passes_extra_verification(monkeypatch: pytest.MonkeyPatch) -> None:
+    session, shared, context = setup(GEMM_SUM, gemm_sum_rewrite, monkeypatch)
+    check = extra_verification(session, shared, context)
+    assert check.passed and check.name == "extra_verification", check.detail
+
+
+def test_a_kernel_right_only_on_the_verification_cases_fails_extra_verification(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Right on every case verification shows it (special values sit at places drawn anew for each case, so it
+    # cannot know them in advance: it is told when verification is over), wrong on any other.
+    verifying = [True]
+
+    def memorised(inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
+        if verifying[0]:
+            return gemm_sum_rewrite(inputs, params)
+        return [inputs[0][:, :-8] @ params[0][:, :-8].sum(dim=0).unsqueeze(1) * 0.75]  # skips work elsewhere
+
+    session, shared, context = setup(GEMM_SUM, memorised, monkeypatch)
+    assert verify_candidate(session, shared, context).passed
+    verifying[0] = False
+    check = extra_verification(session, shared, context)
+    assert not check.passed and check.name == "extra_verification"
+    assert "extra verification below the compute floor" in check.detail
+
+
+def test_a_kernel_that_skips_work_still_fails_correct(monkeypatch: pytest.MonkeyPatch) -> None:
+    def skips_rows(inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [inputs[0] @ params[0][::2].sum(dim=0).unsqueeze(1) * 0.75]  # half of W's rows never read
+
+    session, shared, context = setup(GEMM_SUM, skips_rows, monkeypatch)
+    failed = verify_candidate(session, shared, context).checks[-1]
+    assert not failed.passed and failed.name == "correct", failed.detail
+
+
+def test_a_kernel_that_caches_its_first_result_still_fails_no_caching(monkeypatch: pytest.MonkeyPatch) -> None:
+    cache: list[torch.Tensor] = []
+
+    def cached(inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
+        if not cache:
+            cache.append(gemm_sum_rewrite(inputs, params)[0].clone())
+        return [cache[0]]
+
+    session, shared, context = setup(GEMM_SUM, cached, monkeypatch)
+    failed = verify_candidate(session, shared, context).checks[-1]
+    assert not failed.passed and failed.name == "no_caching", failed.detail
+    assert "cached" in failed.detail
