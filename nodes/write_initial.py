@@ -44,10 +44,11 @@ def write_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
 
 def _question(state: OptimizationState, resources: RunResources, label: str) -> Question[CudaAnswer]:
     context = resources.context
-    with resources.knowledge_base() as kb:
-        techniques = dict(kb.document.techniques)
-    operations = state.facts.operations if state.facts else None
-    catalogue = catalogue_section(techniques, operations, context.precision)
+    catalogue = ""
+    if context.uses_kb:  # a run without memory (an ablation) is shown no KB, its catalogue included
+        with resources.knowledge_base() as kb:
+            techniques = dict(kb.document.techniques)
+        catalogue = catalogue_section(techniques, state.facts.operations if state.facts else None, context.precision)
     return load_prompt("write_initial").question(
         role="lowering", node="write_initial", key=f"{label}.write_initial", schema=CudaAnswer, check=check_cuda,
         pytorch_source=resources.problem.source, header=resources.header, gpu=gpu_section(state.facts),
