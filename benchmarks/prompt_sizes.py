@@ -2,7 +2,9 @@
 level-2 and a level-3 KernelBench problem, on CPU.
 
 Run: `python benchmarks/prompt_sizes.py [KERNELBENCH] [--level1 FILE] [--level2 FILE] [--level3 FILE]
-[--gpu-facts FILE] [--write-prompts DIR]`. KERNELBENCH defaults to ../shared/kernelbench relative to the repository.
+[--problem LEVEL/FILE ...] [--gpu-facts FILE] [--write-prompts DIR]`. KERNELBENCH defaults to
+../shared/kernelbench relative to the repository; `--problem` (repeatable: a path under KERNELBENCH such as
+level1/23_Softmax.py, or any problem file) renders those problems instead of the three defaults.
 
 Each problem goes through the real graph (one iteration, one trajectory of two steps, a fresh KB from the
 seed) with `--llm human`: every prompt is rendered from the templates exactly as a person (or, with the
@@ -17,8 +19,8 @@ are the problem's starting-point snippet (else the vectorized-tail snippet) with
 Tokens are counted with tiktoken's cl100k_base (the estimate of `kb.tokens` if it cannot be loaded). A
 role's system part includes the answer form of the lowering roles (they answer in plain text); schema
 roles also send their JSON schema as a tool, which is not counted. Printed: per role the first prompt's
-tokens and each section's share, then the first lowering prompt of the level-1 problem against its
-5,000-token budget.
+tokens and each section's share, then every shown prompt against its role's budget (`ROLE_BUDGETS`); the
+exit status is 1 when one is over. A written prompt opens with a line saying it is a CPU rendering.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ from kernelblaster.graph.core.state import RunFacts
 from kernelblaster.graph.llm.human import HumanQuestion
 from kernelblaster.harness.analysis import analyse_problem
 from kernelblaster.harness.evaluate import EvalOptions
-from kernelblaster.harness.gpu_facts import GpuFacts, compiler_facts, instruction_facts
+from kernelblaster.harness.gpu_facts import GpuFacts, capability_facts, compiler_facts, instruction_facts
 from kernelblaster.harness.header import generate_header
+from kernelblaster.harness.precision_facts import PrecisionFacts, measure_precision_facts, not_measured
 from kernelblaster.harness.problem import Problem
 from kernelblaster.harness.profile.outcome import ProfileOutcome, build_profile_report
 from kernelblaster.harness.result import (
@@ -65,7 +68,17 @@ REPO = Path(__file__).resolve().parents[1]
 RECORDED_NCU = REPO / "tests" / "fixtures" / "ncu" / "details_rules.csv"
 DEFAULT_PROBLEMS = {"level1": "1_Square_matrix_multiplication_.py", "level2": "12_Gemm_Multiply_LeakyReLU.py",
                     "level3": "1_MLP.py"}
-FIRST_LOWERING_BUDGET = 5000
+# Tokens each role's prompt may take (system part with the answer form, and the prompt), by role/node.
+ROLE_BUDGETS: dict[str, int] = {
+    "lowering/write_initial": 6000, "lowering/lower": 7500, "lowering/lower_unguided": 7500,
+    "soft_verifier/check_initial": 4000, "soft_verifier/verify": 4000, "state_extractor/extract_state": 3000,
+    "state_matcher/match_state": 1500, "policy_evaluation/policy_evaluation": 1500,
+    "perf_gap_analysis/perf_gap_analysis": 1500, "parameter_update/parameter_update": 2500,
+}
+PRECISION_ON_CPU = (" Where the problem has matrix products, the precision facts were measured by the harness's "
+                    "own code on this machine's CPU, at the problem's size, as the harness measures them on the GPU.")
+RENDERED_ON_CPU = ("<!-- Rendered on CPU by benchmarks/prompt_sizes.py: the GPU, PyTorch's times and kernels and "
+                   "every profile are a stand-in's figures (see that script's docstring), not measurements. -->\n\n")
 # The stand-in's kernels: the initial one at twice PyTorch's best time, each step 20% faster.
 INITIAL_VS_BASELINE = 2.0
 STEP_FACTOR = 0.8
@@ -80,7 +93,7 @@ H100_DATASHEET = GpuFacts(
     shared_memory_per_sm=228 << 10, shared_memory_per_block=48 << 10, shared_memory_per_block_optin=227 << 10,
     registers_per_sm=65536, l2_cache=50 << 20, memory=80 << 30, bandwidth_gbs=3350.0, fp32_tflops=66.9,
     tf32_tflops=494.7, fp16_tflops=989.4, compiler=compiler_facts("sm_90"),
-    instructions=instruction_facts("sm_90", "strict"),
+    instructions=instruction_facts("sm_90", "strict"), capabilities=capability_facts("sm_90"),
 )
 GLUE = """
 // kb_forward glue (prompt-size benchmark stand-in): launch the kernel above on the problem's tensors.
@@ -122,13 +135,16 @@ class StandInBuild:
 class CpuStandIn:
     """Replaces the GPU harness for rendering prompts on CPU (see the module docstring); measures nothing."""
 
-    def __init__(self, problem: Problem, options: EvalOptions, gpu: GpuFacts, baseline_ms: tuple[float, float]) -> None:
+    def __init__(self, problem: Problem, options: EvalOptions, gpu: GpuFacts, baseline_ms: tuple[float, float],
+                 measure_precision: bool = False) -> None:
         self.problem, self.options, self.gpu = problem, options, gpu
+        self.measure_precision = measure_precision
         analysis = analyse_problem(problem, None)
         self.header = generate_header(analysis.spec)
         peaks = GpuPeaks(gpu_name=gpu.name, bandwidth_gbs=gpu.bandwidth_gbs, fp32_tflops=gpu.fp32_tflops,
                          tf32_tflops=gpu.tf32_tflops, fp16_tflops=gpu.fp16_tflops, measured_at=gpu.source)
         self.roofline = roofline_for(analysis.spec, analysis.footprint.flops, peaks, options.precision)
+        self.flops = analysis.footprint.flops
         self.operations = None if analysis.operations is None else sorted(analysis.operations)
         eager, compiled = baseline_ms
         self.timing = BaselineTiming(eager=_stats(eager), compiled=_stats(compiled), precision=options.precision,
@@ -165,6 +181,14 @@ class CpuStandIn:
     def roofline_floor(self) -> Roofline:
         return self.roofline
 
+    def precision_facts(self) -> PrecisionFacts:
+        if self.flops == 0:
+            return not_measured(self.options.precision, "the forward pass has no matrix products or convolutions",
+                                products=False)
+        if self.measure_precision:
+            return measure_precision_facts(self.problem, "cpu", self.options.precision, counted_flops=self.flops)
+        return not_measured(self.options.precision, "rendered on CPU by a stand-in, which measures nothing")
+
     def operation_kinds(self) -> list[OperationKind] | None:
         return self.operations
 
@@ -184,9 +208,10 @@ class StandIns:
 
     gpu: GpuFacts
     baseline_ms: tuple[float, float]
+    measure_precision: bool = False
 
     def __call__(self, problem: Problem, options: EvalOptions) -> CpuStandIn:
-        return CpuStandIn(problem, options, self.gpu, self.baseline_ms)
+        return CpuStandIn(problem, options, self.gpu, self.baseline_ms, self.measure_precision)
 
     def missing(self, context: object) -> list[str]:
         return []
@@ -248,15 +273,17 @@ class RenderedPrompt:
         return sum(self.sections.values())
 
 
-def render_problem(problem: Path, gpu: GpuFacts, baseline_ms: tuple[float, float]) -> list[RenderedPrompt]:
-    """Every prompt of a two-step run of `problem`, in the order asked."""
+def render_problem(problem: Path, gpu: GpuFacts, baseline_ms: tuple[float, float],
+                   measure_precision: bool = False) -> list[RenderedPrompt]:
+    """Every prompt of a two-step run of `problem`, in the order asked (with `measure_precision`, the precision
+    facts measured on the CPU at the problem's size, as the harness measures them on the GPU)."""
     count = default_token_counter().count
     with tempfile.TemporaryDirectory() as scratch:
         kb_path = Path(scratch) / "kb.json"
         KnowledgeBase.create(kb_path)
         context = RunContext(llm="human", iterations=1, trajectories=1, depth=2, kb_path=str(kb_path),
                              run_dir=str(Path(scratch) / "run"))
-        services = Services(evaluators=StandIns(gpu, baseline_ms))
+        services = Services(evaluators=StandIns(gpu, baseline_ms, measure_precision))
         outcome = api.optimize(problem, context, services=services)
         current = [stand_in_kernel(problem.read_text())]
         prompts: list[RenderedPrompt] = []
@@ -284,12 +311,20 @@ def _sections(question: HumanQuestion, count: Callable[[str], int]) -> tuple[str
     return system, sections
 
 
+# PyTorch's times for a problem KernelBench publishes none for (a stand-in's, like the rest).
+UNPUBLISHED_MS = (1.0, 1.0)
+
+
 def published_baseline_ms(kernelbench: Path, level: str, problem: str) -> tuple[float, float]:
-    """KernelBench's published H100 eager and torch.compile times of a problem, ms."""
+    """KernelBench's published H100 eager and torch.compile times of a problem, ms (`UNPUBLISHED_MS` for a
+    problem it has none for)."""
     times = kernelbench / "baseline_times" / "H100_Modal"
-    eager = json.loads((times / "baseline_time_torch.json").read_text())[level][problem]["mean"]
-    compiled = json.loads((times / "baseline_time_torch_compile_inductor_default.json").read_text())
-    return eager, compiled[level][problem]["mean"]
+    try:
+        eager = json.loads((times / "baseline_time_torch.json").read_text())[level][problem]["mean"]
+        compiled = json.loads((times / "baseline_time_torch_compile_inductor_default.json").read_text())
+        return eager, compiled[level][problem]["mean"]
+    except (OSError, KeyError):
+        return UNPUBLISHED_MS
 
 
 def shown_prompts(prompts: list[RenderedPrompt]) -> list[tuple[str, RenderedPrompt]]:
@@ -305,15 +340,31 @@ def shown_prompts(prompts: list[RenderedPrompt]) -> list[tuple[str, RenderedProm
     return shown
 
 
-def print_prompts(level: str, problem: str, prompts: list[RenderedPrompt], write_to: Path | None) -> None:
+def print_prompts(level: str, problem: str, prompts: list[RenderedPrompt], write_to: Path | None,
+                  precision_on_cpu: bool = False) -> list[str]:
+    """Print (and write) the shown prompts; the lines of those over their role's budget."""
     print(f"\n{level}: {problem}")
+    over = []
     for label, prompt in shown_prompts(prompts):
         if write_to is not None:
             write_to.mkdir(parents=True, exist_ok=True)
-            name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{level}-{label}").strip("-")
-            (write_to / f"{name}.md").write_text(prompt.text)
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{level}-{Path(problem).stem}-{label}").strip("-")
+            note = RENDERED_ON_CPU.replace(" -->", PRECISION_ON_CPU + " -->") if precision_on_cpu else RENDERED_ON_CPU
+            (write_to / f"{name}.md").write_text(note + prompt.text)
         shares = ", ".join(f"{title} {100 * tokens / prompt.tokens:.0f}%" for title, tokens in prompt.sections.items())
-        print(f"  {label:38s} {prompt.tokens:6,d} tokens: {shares}")
+        budget = budget_for(prompt)
+        mark = "" if prompt.tokens <= budget else f"  OVER the {budget:,}-token budget"
+        print(f"  {label:38s} {prompt.tokens:6,d} tokens (budget {budget:,}){mark}: {shares}")
+        if mark:
+            over.append(f"{level} {problem} {label}: {prompt.tokens:,} tokens, budget {budget:,}")
+    return over
+
+
+def budget_for(prompt: RenderedPrompt) -> int:
+    key = f"{prompt.role}/{prompt.node}"
+    if key not in ROLE_BUDGETS:
+        raise SystemExit(f"no token budget for the prompt {key}: add it to ROLE_BUDGETS")
+    return ROLE_BUDGETS[key]
 
 
 def load_gpu_facts(path: Path | None) -> GpuFacts:
@@ -333,27 +384,37 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(f"--{level}", default=name, help=f"problem file of {level} (default {name})")
     parser.add_argument("--gpu-facts", type=Path, help="a run's baseline/facts.json (or GpuFacts JSON) instead of "
                                                        "the H100 datasheet figures")
+    parser.add_argument("--problem", action="append", default=[], metavar="LEVEL/FILE",
+                        help="render this problem (under KERNELBENCH, or any path) instead of the defaults; repeatable")
     parser.add_argument("--write-prompts", type=Path, metavar="DIR", help="also write each prompt shown to DIR")
+    parser.add_argument("--measure-precision", action="store_true",
+                        help="measure the precision facts on the CPU at the problem's size (the harness measures "
+                             "them on the GPU); without it the prompts say they were not measured")
     args = parser.parse_args(argv)
     gpu = load_gpu_facts(args.gpu_facts)
     counter = default_token_counter()
     print(f"Prompt sizes, rendered on CPU from the templates (tokens: {counter.name}; GPU facts: {gpu.source}, "
           f"{gpu.name})")
-    first_lowering: int | None = None
-    for level in DEFAULT_PROBLEMS:
-        problem = args.kernelbench / level / getattr(args, level)
+    chosen = ([_under(args.kernelbench, given) for given in args.problem] if args.problem
+              else [args.kernelbench / level / getattr(args, level) for level in DEFAULT_PROBLEMS])
+    over: list[str] = []
+    for problem in chosen:
         if not problem.is_file():
             print(f"error: no problem {problem}", file=sys.stderr)
             return 2
-        prompts = render_problem(problem, gpu, published_baseline_ms(args.kernelbench, level, problem.name))
-        print_prompts(level, problem.name, prompts, args.write_prompts)
-        if level == "level1":
-            first_lowering = next(p.tokens for p in prompts if p.node == "lower")
-    assert first_lowering is not None
-    verdict = "within" if first_lowering <= FIRST_LOWERING_BUDGET else "OVER"
-    print(f"\nFirst lowering prompt of the level-1 problem: {first_lowering:,} tokens ({verdict} the "
-          f"{FIRST_LOWERING_BUDGET:,}-token budget)")
-    return 0 if first_lowering <= FIRST_LOWERING_BUDGET else 1
+        level = problem.parent.name
+        prompts = render_problem(problem, gpu, published_baseline_ms(args.kernelbench, level, problem.name),
+                                 args.measure_precision)
+        over += print_prompts(level, problem.name, prompts, args.write_prompts, args.measure_precision)
+    print("\nEvery prompt is within its role's budget." if not over
+          else "\nOver budget:\n" + "\n".join(f"  {line}" for line in over))
+    return 1 if over else 0
+
+
+def _under(kernelbench: Path, given: str) -> Path:
+    """`given` as a path, else under KERNELBENCH."""
+    path = Path(given)
+    return path if path.is_file() else kernelbench / given
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from kernelblaster.harness.operations import OperationRecorder
 from kernelblaster.harness.problem import Problem, ProblemError, ProblemInstance, ProblemTimedOut, instantiate
+from kernelblaster.harness.semantics import SemanticsRecorder
 from kernelblaster.harness.spec import ProblemSpec, run_forward, spec_from_output
 from kernelblaster.kb.operations import OperationKind
 
@@ -117,10 +118,15 @@ def spec_for_problem(problem: Problem, gpu: int | None) -> ProblemSpec:
 def _analyse_on(problem: Problem, device: str) -> ProblemAnalysis:
     instance = instantiate(problem, 0, device)
     tracker, operations = _LiveTensorTracker(_argument_tensors(instance)), OperationRecorder(instance.model)
-    with FlopCounterMode(display=False) as flops, tracker, operations:
+    semantics = SemanticsRecorder(instance.model)
+    with FlopCounterMode(display=False) as flops, tracker, operations, semantics.watching():
         raw_output = run_forward(instance)
     footprint = ForwardFootprint(peak_bytes=tracker.peak_bytes, flops=int(flops.get_total_flops()))
-    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, device, operations.kinds())
+    return ProblemAnalysis(_spec(instance, raw_output, semantics), footprint, device, operations.kinds())
+
+
+def _spec(instance: ProblemInstance, raw_output: Any, semantics: SemanticsRecorder) -> ProblemSpec:
+    return spec_from_output(instance, raw_output, semantics.lines)
 
 
 def _untracked_on_gpu(problem: Problem, gpu: int) -> ProblemAnalysis:
@@ -129,18 +135,22 @@ def _untracked_on_gpu(problem: Problem, gpu: int) -> ProblemAnalysis:
     torch.cuda.synchronize(device)
     before = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
-    raw_output = run_forward(instance)
+    semantics = SemanticsRecorder(instance.model)
+    with semantics.modules_only():
+        raw_output = run_forward(instance)
     torch.cuda.synchronize(device)
     footprint = ForwardFootprint(peak_bytes=torch.cuda.max_memory_allocated(device) - before, flops=0, tracked=False)
-    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, device, None)
+    return ProblemAnalysis(_spec(instance, raw_output, semantics), footprint, device, None)
 
 
 def _untracked_on_cpu(problem: Problem) -> ProblemAnalysis:
     with _one_cpu_thread():
         instance = instantiate(problem, 0, "cpu")
-        raw_output = run_forward(instance)
+        semantics = SemanticsRecorder(instance.model)
+        with semantics.modules_only():
+            raw_output = run_forward(instance)
     footprint = ForwardFootprint(peak_bytes=CPU_FIRST_LIMIT_BYTES, flops=0, tracked=False)
-    return ProblemAnalysis(spec_from_output(instance, raw_output), footprint, "cpu", None)
+    return ProblemAnalysis(_spec(instance, raw_output, semantics), footprint, "cpu", None)
 
 
 def _built_on_meta(problem: Problem) -> ProblemInstance | None:

@@ -52,6 +52,7 @@ from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.machine import this_machine
 from kernelblaster.harness.memory_plan import GpuMemory, MemoryPlan, ProblemSizes, plan_memory
 from kernelblaster.harness.precision import PrecisionPolicy
+from kernelblaster.harness.precision_facts import PrecisionFacts, measure_precision_facts, not_measured
 from kernelblaster.harness.problem import Problem, load_problem
 from kernelblaster.harness.profile.outcome import ProfileOutcome
 from kernelblaster.harness.profile.run import profile_candidate, profile_pytorch
@@ -91,7 +92,7 @@ from kernelblaster.harness.verify import (
 from kernelblaster.kb.operations import OperationKind
 from kernelblaster.tools.driver_process import ClaimAllowance, DriverError, DriverProgram, DriverSession
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.files import read_text_file
+from kernelblaster.tools.files import cached_measurement, read_text_file
 from kernelblaster.tools.sandbox import Sandbox, require_sandbox
 from kernelblaster.tools.sanitizer import SanitizerResult, SanitizerTool, locate_sanitizer
 from kernelblaster.tools.toolkit import ToolUnavailable
@@ -252,6 +253,22 @@ class CandidateEvaluator:
     def roofline_floor(self) -> Roofline:
         """The problem's compulsory bytes and FLOPs and the fastest time they allow on this GPU."""
         return self.roofline
+
+    def precision_facts(self) -> PrecisionFacts:
+        """Which cheaper arithmetic in the matrix products (TF32, 3xTF32, fp16, bf16) would pass this problem's
+        verification under the run's policy: measured on the GPU once per problem and policy, cached on disk."""
+        policy = self.options.precision
+        if self.analysis.footprint.tracked and self.analysis.footprint.flops == 0:
+            return not_measured(policy, "the forward pass has no matrix products or convolutions", products=False)
+        gpu = self._require_gpu()
+        path = self.options.cache_dir / "precision" / f"{self.problem.sha256[:16]}-{policy}.json"
+        try:
+            return cached_measurement(path, PrecisionFacts,
+                                      lambda: measure_precision_facts(self.problem, f"cuda:{gpu}", policy,
+                                                                      counted_flops=self.analysis.footprint.flops))
+        except torch.cuda.OutOfMemoryError:
+            _release_gpu_memory()
+            return not_measured(policy, "the measurement did not fit in the GPU's memory")
 
     def operation_kinds(self) -> list[OperationKind] | None:
         """The kinds of operation the problem's forward pass performs; None where it ran untracked."""

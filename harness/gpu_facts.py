@@ -5,6 +5,7 @@ policy. Gathered once per run (the `setup` node asks the evaluator); `source` sa
 
 from __future__ import annotations
 
+import ctypes
 import re
 from pathlib import Path
 from typing import Literal
@@ -14,7 +15,8 @@ from pydantic import BaseModel, Field
 
 from kernelblaster.harness.precision import TENSOR_CORE_OPERANDS, PrecisionPolicy
 from kernelblaster.harness.roofline import peaks_for_device
-from kernelblaster.tools.nvcc import compile_flags, compile_target, uses_fast_math
+from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.nvcc import compile_flags, compile_target, find_nvcc, nvcc_version, uses_fast_math
 
 # `device`: read from this GPU by PyTorch, peaks measured on it; `test_double`: a CPU test's stand-in;
 # `datasheet`: published figures of a GPU model (benchmarks of the prompts), nothing measured.
@@ -39,6 +41,19 @@ class InstructionFacts(BaseModel):
                                                         "through (none under strict: 3xTF32 splitting only)")
 
 
+class CapabilityFacts(BaseModel):
+    """What a kernel can organise on this GPU beyond one block: clusters, grid-wide sync, and the toolkit."""
+
+    clusters: bool = Field(description="Thread-block clusters (cudaLaunchKernelEx with a cluster dimension, sm_90+)")
+    portable_cluster_size: int = Field(description="Blocks per cluster any sm_90 GPU runs (8); larger needs "
+                                                   "cudaFuncAttributeNonPortableClusterSizeAllowed")
+    distributed_shared_memory: bool = Field(description="A cluster's blocks reach each other's shared memory")
+    cooperative_launch: bool = Field(description="cudaLaunchCooperativeKernel, so grid-wide sync, is supported")
+    max_blocks_per_sm: int | None = Field(description="Resident blocks per SM at most; None where not known")
+    cuda_toolkit: str | None = Field(description="The nvcc release candidates are compiled with, e.g. 13.0.88")
+    driver: str | None = Field(default=None, description="The CUDA version the driver supports, e.g. 13.0")
+
+
 class GpuFacts(BaseModel):
     """One GPU as the agents see it; sizes in bytes, bandwidth in GB/s, throughput in TFLOP/s."""
 
@@ -60,6 +75,7 @@ class GpuFacts(BaseModel):
     fp16_tflops: float
     compiler: CompilerFacts
     instructions: InstructionFacts
+    capabilities: CapabilityFacts | None = None  # None in facts gathered before they were kept
 
 
 def compute_capability(arch: str) -> int:
@@ -74,6 +90,72 @@ def instruction_facts(arch: str, policy: PrecisionPolicy) -> InstructionFacts:
     capability = compute_capability(arch)
     return InstructionFacts(cp_async=capability >= 80, tma=capability >= 90, wgmma=capability == 90,
                             tensor_core_operands=list(TENSOR_CORE_OPERANDS[policy]))
+
+
+# CUdevice_attribute values (cuda.h).
+_COOPERATIVE_LAUNCH, _MAX_BLOCKS_PER_SM, _CLUSTER_LAUNCH = 95, 106, 120
+PORTABLE_CLUSTER_SIZE = 8
+# Resident blocks per SM by compute capability (CUDA programming guide, "Compute capabilities" table).
+_BLOCKS_PER_SM = {70: 32, 75: 16, 80: 32, 86: 16, 87: 16, 89: 24, 90: 32, 100: 32, 120: 32}
+
+
+def capability_facts(arch: str) -> CapabilityFacts:
+    """The capabilities sm_XX has by the programming guide (no GPU asked); the toolkit is the local nvcc's."""
+    capability = compute_capability(arch)
+    return CapabilityFacts(clusters=capability >= 90, portable_cluster_size=PORTABLE_CLUSTER_SIZE if capability >= 90
+                           else 1, distributed_shared_memory=capability >= 90, cooperative_launch=capability >= 60,
+                           max_blocks_per_sm=_BLOCKS_PER_SM.get(capability), cuda_toolkit=toolkit_release())
+
+
+def read_capabilities(device: int, arch: str) -> CapabilityFacts:
+    """The capabilities GPU `device` reports (cuDeviceGetAttribute through the driver library); what it cannot
+    report comes from its arch."""
+    by_arch = capability_facts(arch)
+    attributes = _device_attributes(device, (_COOPERATIVE_LAUNCH, _MAX_BLOCKS_PER_SM, _CLUSTER_LAUNCH))
+    if attributes is None:
+        return by_arch
+    cooperative, blocks, clusters = attributes
+    return by_arch.model_copy(update={
+        "clusters": bool(clusters), "distributed_shared_memory": bool(clusters),
+        "portable_cluster_size": PORTABLE_CLUSTER_SIZE if clusters else 1, "cooperative_launch": bool(cooperative),
+        "max_blocks_per_sm": blocks, "driver": _driver_version()})
+
+
+def _device_attributes(device: int, attributes: tuple[int, ...]) -> list[int] | None:
+    """The attributes of CUDA device `device` (the ordinal PyTorch uses), or None without the driver library."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    handle = ctypes.c_int()
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(handle), device) != 0:
+        return None
+    values = []
+    for attribute in attributes:
+        value = ctypes.c_int()
+        if cuda.cuDeviceGetAttribute(ctypes.byref(value), attribute, handle) != 0:
+            return None
+        values.append(value.value)
+    return values
+
+
+def _driver_version() -> str | None:
+    try:
+        version = ctypes.c_int()
+        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) != 0:
+            return None
+    except OSError:
+        return None
+    return f"{version.value // 1000}.{version.value % 1000 // 10}"
+
+
+def toolkit_release() -> str | None:
+    """The local nvcc's release (13.0.88), or None where there is no nvcc."""
+    try:
+        found = re.search(r"release [\d.]+, V([\d.]+)", nvcc_version(find_nvcc()))
+    except UserFacingError:
+        return None
+    return found[1] if found else None
 
 
 def compiler_facts(arch: str) -> CompilerFacts:
@@ -96,4 +178,5 @@ def read_gpu_facts(device: int, arch: str, policy: PrecisionPolicy, cache_dir: P
         l2_cache=properties.L2_cache_size, memory=properties.total_memory, bandwidth_gbs=peaks.bandwidth_gbs,
         fp32_tflops=peaks.fp32_tflops, tf32_tflops=peaks.tf32_tflops, fp16_tflops=peaks.fp16_tflops,
         compiler=compiler_facts(arch), instructions=instruction_facts(arch, policy),
+        capabilities=read_capabilities(device, arch),
     )

@@ -57,6 +57,10 @@ def _argument_listing(spec: ProblemSpec) -> list[str]:
             )
     for constant in spec.constants:
         lines.append(f"//   constant {constant.name} = {constant.text}  <- {constant.origin}")
+    if spec.semantics:
+        lines.append("// Settings the forward pass runs with, PyTorch's defaults filled in (from a reference pass;")
+        lines.append("// the kernel must follow them: eps, reduction, ignore_index, slopes, padding, training mode):")
+        lines += [f"//   {line}" for line in spec.semantics]
     lines.append("// All tensors are contiguous (row-major); strides are in elements.")
     return lines
 

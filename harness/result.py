@@ -104,6 +104,8 @@ class Roofline(BaseModel):
     flops: int = Field(description="FLOPs of the reference as PyTorch's FLOP counter sees them")
     peak_bandwidth_gbs: float = Field(description="Measured device-to-device copy bandwidth, GB/s")
     peak_tflops: float = Field(description="Measured matrix-product peak for the precision policy, TFLOP/s")
+    peak_arithmetic: str | None = Field(default=None, description="Whose peak peak_tflops is (fp32 FFMA, 3xTF32, "
+                                                                  "TF32, fp16); None in results made before")
     floor_ms: float = Field(description="The larger of memory and compute time at the peaks with 25% headroom, ms")
     fraction_of_floor: float | None = Field(default=None, description="floor_ms / candidate time (1 = at the "
                                                                       "floor); None until a time is known")

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from kernelblaster.harness.dtypes import dtype_info, dtype_of_tensor
 from kernelblaster.harness.problem import Problem, ProblemError, ProblemInstance, outputs_as_list, problem_code
+from kernelblaster.harness.semantics import SemanticsRecorder
 
 ConstantValue = bool | int | float | list[int] | list[float]
 MAX_DIMS = 8  # KBTensor.shape has eight entries
@@ -48,6 +49,9 @@ class ProblemSpec(BaseModel):
     outputs: list[TensorSpec]
     constants: list[ConstantSpec]
     output_is_tuple: bool
+    # What the forward pass depends on besides its arguments and the Model's constructor arguments (PyTorch
+    # modules' settings and functional calls' arguments, defaults included): harness.semantics.
+    semantics: list[str] = []
 
     @property
     def compulsory_bytes(self) -> int:
@@ -58,7 +62,10 @@ class ProblemSpec(BaseModel):
 
 def derive_spec(instance: ProblemInstance) -> ProblemSpec:
     """Run the reference forward pass once on the instance's device and describe its arguments and outputs."""
-    return spec_from_output(instance, run_forward(instance))
+    semantics = SemanticsRecorder(instance.model)
+    with semantics.watching():
+        raw_output = run_forward(instance)
+    return spec_from_output(instance, raw_output, semantics.lines)
 
 
 def run_forward(instance: ProblemInstance) -> Any:
@@ -70,8 +77,9 @@ def run_forward(instance: ProblemInstance) -> Any:
             return instance.model(*instance.args)
 
 
-def spec_from_output(instance: ProblemInstance, raw_output: Any) -> ProblemSpec:
-    """The spec of an instance whose forward pass returned `raw_output`."""
+def spec_from_output(instance: ProblemInstance, raw_output: Any, semantics: list[str] | None = None) -> ProblemSpec:
+    """The spec of an instance whose forward pass returned `raw_output` (with the settings it ran with, as a
+    `SemanticsRecorder` read them)."""
     problem = instance.problem
     outputs = outputs_as_list(raw_output, problem)
     if not outputs:
@@ -93,6 +101,7 @@ def spec_from_output(instance: ProblemInstance, raw_output: Any) -> ProblemSpec:
             *_constants(init_names, instance.init_args, kind="init"),
         ]),
         output_is_tuple=isinstance(raw_output, tuple | list),
+        semantics=semantics or [],
     )
 
 

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import torch
 
 from kernelblaster.graph.core.state import KernelRef, RunFacts, StepRecord
 from kernelblaster.harness.gpu_facts import GpuFacts
 from kernelblaster.harness.precision import PrecisionPolicy, Tolerance, tolerance_for
+from kernelblaster.harness.precision_facts import PrecisionFacts
 from kernelblaster.harness.profile.outcome import KernelShare
 from kernelblaster.harness.references import LARGE_SCALE, TINY_SCALE
+from kernelblaster.kb.operations import OperationKind
+from kernelblaster.kb.schema import Technique
 from kernelblaster.kb.snippets import starting_point_for
 from kernelblaster.nodes.prompting import prompt_file
 from kernelblaster.tools.text_sections import TextSections
@@ -46,6 +49,7 @@ def _gpu_text(gpu: GpuFacts) -> str:
     text = briefing_text()
     instructions = gpu.instructions
     optin = gpu.shared_memory_per_block_optin
+    abilities = gpu.capabilities
     return text.fill(
         "gpu", source=text.fill(f"source, {gpu.source.replace('_', ' ')}"), name=gpu.name,
         sm_count=str(gpu.sm_count), target=gpu.compiler.target, smem_per_sm=_bytes(gpu.shared_memory_per_sm),
@@ -58,17 +62,58 @@ def _gpu_text(gpu: GpuFacts) -> str:
         cp_async=_availability(instructions.cp_async), tma=_availability(instructions.tma),
         wgmma=_availability(instructions.wgmma),
         operands=", ".join(instructions.tensor_core_operands) or text.fill("no tensor core operands"),
+        clusters=_availability(abilities.clusters) if abilities else None,
+        cluster_size=str(abilities.portable_cluster_size) if abilities else None,
+        cooperative=_availability(abilities.cooperative_launch) if abilities else None,
+        blocks_per_sm=str(abilities.max_blocks_per_sm) if abilities and abilities.max_blocks_per_sm else None,
+        toolkit=abilities.cuda_toolkit if abilities else None,
+        driver=text.fill("driver", version=abilities.driver) if abilities and abilities.driver else "",
     )
 
 
-def precision_section(policy: PrecisionPolicy, seeds: int) -> str:
-    """The precision contract: the fp32 tolerance of the policy, the special inputs and the pitfalls."""
+def precision_section(policy: PrecisionPolicy, seeds: int, facts: RunFacts | None) -> str:
+    """The precision contract: the fp32 tolerance of the policy, the special inputs, which cheaper products
+    pass this problem's bounds (measured) and the pitfalls."""
     tolerance = tolerance_for(torch.float32, policy)
     return briefing_text().fill(
         "precision", policy=policy, seeds=str(seeds), bound=_bound(tolerance), large=f"{LARGE_SCALE:g}",
         tiny=f"{TINY_SCALE:g}",
         max_rel_l2=f"{tolerance.max_rel_l2:g}" if math.isfinite(tolerance.max_rel_l2) else None,
+        arithmetic=arithmetic_line(facts.precision if facts else None, policy),
     )
+
+
+_ARITHMETIC_NAMES = {"tf32": "TF32", "3xtf32": "3xTF32", "fp16": "fp16", "bf16": "bf16"}
+
+
+def arithmetic_line(measured: PrecisionFacts | None, policy: PrecisionPolicy) -> str:
+    """Which of TF32, 3xTF32, fp16 and bf16 products pass the problem's bounds under `policy`, as measured;
+    or that there are no products; or why it was not measured."""
+    text = briefing_text()
+    if measured is None:
+        return text.fill("arithmetic, not measured", reason="this run started before it was measured")
+    if measured.policy != policy:
+        return text.fill("arithmetic, not measured", reason=f"measured for {measured.policy}, not {policy}")
+    if not measured.products:
+        return text.fill("arithmetic, no products")
+    if measured.reason is not None or not measured.outcomes:
+        return text.fill("arithmetic, not measured", reason=measured.reason or "nothing measured")
+    outcomes = "; ".join(
+        text.fill("arithmetic outcome, passes" if outcome.passes else "arithmetic outcome, fails",
+                  name=_ARITHMETIC_NAMES[outcome.arithmetic], rel_l2=f"{outcome.rel_l2:.1e}",
+                  outside=f"{outcome.outside:,}")
+        for outcome in measured.outcomes)
+    return text.fill("arithmetic, measured", outcomes=outcomes)
+
+
+def catalogue_section(techniques: Mapping[str, Technique], operations: Collection[OperationKind] | None,
+                      policy: PrecisionPolicy) -> str:
+    """The catalogue's technique names that fit the problem's operations and the policy, for a first kernel's
+    `technique:` line; empty when none does."""
+    names = sorted(name for name, technique in techniques.items()
+                   if technique.applies_to_problem(operations)
+                   and (technique.precision_policies is None or policy in technique.precision_policies))
+    return briefing_text().fill("catalogue", names=", ".join(names)) if names else ""
 
 
 def _bound(tolerance: Tolerance) -> str:
@@ -78,15 +123,21 @@ def _bound(tolerance: Tolerance) -> str:
 
 def targets_section(facts: RunFacts | None, initial: KernelRef | None) -> str:
     """What to beat and how far one can go: the baselines, PyTorch's kernels, the compulsory work, the
-    roofline floor and the initial CUDA's time (left out before there is one)."""
+    roofline floor and the initial CUDA's time (left out before there is one). Figures that are not a GPU's
+    measurements (a CPU stand-in's, a test double's) are labelled as such."""
     if facts is None:
         return ""
     text = briefing_text()
     baseline, roofline = facts.baseline, facts.roofline
     peak = (_bandwidth(roofline.peak_bandwidth_gbs) if roofline.limited_by == "memory"
             else _tflops(roofline.peak_tflops))
+    if roofline.limited_by == "compute" and roofline.peak_arithmetic:
+        peak = text.fill("peak arithmetic", peak=peak, arithmetic=roofline.peak_arithmetic)
+    source = facts.gpu.source
     return text.fill(
-        "targets", eager=_ms(baseline.eager_ms),
+        "targets", stand_in=text.fill(f"stand in, {source.replace('_', ' ')}") if source != "device" else None,
+        kernels_source=text.fill("kernels source, stand in") if source != "device" else "",
+        eager=_ms(baseline.eager_ms),
         compiled=_ms(baseline.compile_ms) if baseline.compile_ms is not None else "not available",
         best=_ms(baseline.best_ms), pytorch_kernels=pytorch_kernels_line(facts.pytorch_kernels),
         bytes=_bytes(roofline.compulsory_bytes), flops=_flops(roofline.flops), floor=_ms(roofline.floor_ms),

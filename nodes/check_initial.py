@@ -53,7 +53,7 @@ def check_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
 
 def _soft_check_and_measure(runtime: Runtime[RunContext], state: OptimizationState, resources: RunResources,
                             draft: Candidate, built: BuiltCandidate, verified: EvalResult) -> RunUpdate:
-    feedback, usage = soft_verify(resources, draft, NODE)
+    feedback, usage = soft_verify(resources, draft, NODE, state.facts)
     if feedback is not None:
         return _failed(runtime, state, feedback, feedback.message, usage)
     measured = _judged_or_stop(measure_on_gpu(resources, built, verified))

@@ -14,10 +14,11 @@ from pydantic import BaseModel, Field
 
 from kernelblaster.graph.core.run_files import RunFiles
 from kernelblaster.graph.core.services import BuiltCandidate, Evaluator, RunResources
-from kernelblaster.graph.core.state import Candidate, Feedback, KernelRef
+from kernelblaster.graph.core.state import Candidate, Feedback, KernelRef, RunFacts
 from kernelblaster.graph.llm.agents import AgentFailed, AnswerFormatError
 from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.harness.result import NOT_THE_CANDIDATES, EvalResult
+from kernelblaster.nodes.briefing import arithmetic_line
 from kernelblaster.nodes.prompting import load_prompt, prompt_file
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.sanitizer import SanitizerResult, render_sanitizer_report
@@ -237,9 +238,11 @@ class SoftVerdict(BaseModel):
     problems: list[str] = Field(default_factory=list, description="Each missing or shortcut part, one per item")
 
 
-def soft_verify(resources: RunResources, candidate: Candidate, node: str) -> tuple[Feedback | None, list[TokenUsage]]:
+def soft_verify(resources: RunResources, candidate: Candidate, node: str,
+                facts: RunFacts | None) -> tuple[Feedback | None, list[TokenUsage]]:
     """What the soft verifier finds missing, as feedback for the next try (None if nothing, if it could not
-    answer, or if the run switched it off), and the tokens it cost."""
+    answer, or if the run switched it off), and the tokens it cost. It is told which cheaper products pass the
+    problem's bounds as measured (`facts`), as the lowering agent is."""
     if not resources.context.soft_verify:
         return None, []
     question = load_prompt("soft_verify").question(
@@ -247,6 +250,7 @@ def soft_verify(resources: RunResources, candidate: Candidate, node: str) -> tup
         pytorch_source=resources.problem.source, header=resources.header,
         cuda_source=resources.files.read(candidate.source), precision=resources.context.precision,
         allowed_libraries=", ".join(resources.context.allow) or "none",
+        arithmetic=arithmetic_line(facts.precision if facts else None, resources.context.precision),
     )
     try:
         answer = resources.ask(question)

@@ -90,7 +90,7 @@ def _kernel_fields(state: TrajectoryState, resources: RunResources) -> dict[str,
     context = resources.context
     return {
         "pytorch_source": resources.problem.source, "header": resources.header, "gpu": gpu_section(state.facts),
-        "precision": precision_section(context.precision, context.seeds),
+        "precision": precision_section(context.precision, context.seeds, state.facts),
         "allowed_libraries": ", ".join(context.allow) or "none",
         "targets": targets_section(state.facts, state.initial),
         "current_source": resources.files.read(state.current.source),

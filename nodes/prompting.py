@@ -1,6 +1,7 @@
 """Prompts as text files beside the nodes: `prompts/<name>.system.txt` and `prompts/<name>.user.txt`, and
-fragments that nodes fill in (`prompt_file`); and the limits of an answer schema, stated in words for the
-prompt (`answer_limits`).
+fragments that nodes fill in (`prompt_file`), among them the one candidate contract (`contract.txt`) that the
+system part of every CUDA-writing prompt shows in place of `${contract}`; and the limits of an answer schema,
+stated in words for the prompt (`answer_limits`).
 
 The user part is a `string.Template`: `${field}` is filled from the node's values, and a missing field is
 an error, not a silently empty hole. CUDA and JSON braces in the text need no escaping.
@@ -27,7 +28,7 @@ from kernelblaster.graph.llm.agents import Question, T
 from kernelblaster.graph.llm.roles import Role
 
 STATIC_FIELDS = frozenset({"pytorch_source", "problem", "header", "allowed_libraries", "precision", "catalogue",
-                           "gpu", "targets", "starting_point"})
+                           "gpu", "targets", "starting_point", "arithmetic"})
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,16 @@ def prompt_file(file_name: str) -> str:
     return resources.files("kernelblaster.nodes").joinpath("prompts", file_name).read_text()
 
 
+# The candidate contract, in one file, for every prompt whose system part names `${contract}`.
+CONTRACT_FILE = "contract.txt"
+
+
 @functools.cache
 def load_prompt(name: str) -> Prompt:
     user = Template(prompt_file(f"{name}.user.txt"))
     check_static_first(name, user)
-    return Prompt(system=prompt_file(f"{name}.system.txt").strip(), user=user)
+    system = prompt_file(f"{name}.system.txt").strip().replace("${contract}", prompt_file(CONTRACT_FILE).strip())
+    return Prompt(system=system, user=user)
 
 
 def check_static_first(name: str, template: Template) -> None:

@@ -44,6 +44,7 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
         baseline = evaluator.baseline()
         profile = evaluator.profile_baseline() if runtime.context.profile else None
         gpu, roofline, operations = evaluator.gpu_facts(), evaluator.roofline_floor(), evaluator.operation_kinds()
+        precision = evaluator.precision_facts()
     files.save(files.BASELINE_TIMING, baseline)
     if profile is not None:
         files.save(files.BASELINE_PROFILE, profile)
@@ -52,7 +53,7 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
                               best_ms=baseline.best_ms)
     kernels = top_kernels(profile, PYTORCH_KERNELS_SHOWN) if isinstance(profile, ProfileReport) else None
     facts = RunFacts(gpu=gpu, baseline=summary, roofline=roofline, pytorch_kernels=kernels,
-                     operations=_operations_to_offer_for(runtime.context, operations))
+                     operations=_operations_to_offer_for(runtime.context, operations), precision=precision)
     files.save(files.FACTS, facts)
     compiled = f", torch.compile {summary.compile_ms:.4f} ms" if summary.compile_ms is not None else ""
     write_note(runtime, ProgressNote(node="setup", text=f"PyTorch eager {summary.eager_ms:.4f} ms{compiled} "

@@ -37,7 +37,7 @@ def verify(state: TrajectoryState, runtime: Runtime[RunContext], *, resources: R
         return {"this_step": state.this_step.replace(feedback=failed)}
     if result.verdict != "ok":
         return _wrong(runtime, state, verify_feedback(candidate, result), [])
-    feedback, usage = soft_verify(resources, candidate, NODE)
+    feedback, usage = soft_verify(resources, candidate, NODE, state.facts)
     if feedback is not None:
         return _wrong(runtime, state, feedback, usage)
     write_note(runtime, trajectory_note(NODE, state, "correct"))

@@ -1,6 +1,7 @@
 """`write_initial`: the first CUDA of the run — the `--init` file, or written by the lowering agent from
-the PyTorch source, shown the GPU, the precision contract and the targets, and for a GEMM or convolution
-problem the verified tiled code to start from (`kb.snippets.starting_point_for`). On a retry (the last
+the PyTorch source, shown the GPU, the precision contract and the targets, the catalogue's technique names
+that fit the problem (for its `technique:` line), and for a GEMM or convolution problem the verified tiled
+code to start from (`kb.snippets.starting_point_for`). On a retry (the last
 draft failed to build or verify) the agent fixes the last draft, shown why it failed.
 """
 
@@ -13,7 +14,13 @@ from kernelblaster.graph.core.progress import ProgressNote, write_note
 from kernelblaster.graph.core.services import RunResources
 from kernelblaster.graph.core.state import OptimizationState, RunUpdate
 from kernelblaster.graph.llm.agents import AgentFailed, Question
-from kernelblaster.nodes.briefing import gpu_section, precision_section, starting_point_section, targets_section
+from kernelblaster.nodes.briefing import (
+    catalogue_section,
+    gpu_section,
+    precision_section,
+    starting_point_section,
+    targets_section,
+)
 from kernelblaster.nodes.kernels import CudaAnswer, check_cuda, feedback_section, save_candidate
 from kernelblaster.nodes.prompting import load_prompt
 
@@ -37,11 +44,16 @@ def write_initial(state: OptimizationState, runtime: Runtime[RunContext], *,
 
 def _question(state: OptimizationState, resources: RunResources, label: str) -> Question[CudaAnswer]:
     context = resources.context
+    catalogue = ""
+    if context.uses_kb:  # a run without memory (an ablation) is shown no KB, its catalogue included
+        with resources.knowledge_base() as kb:
+            techniques = dict(kb.document.techniques)
+        catalogue = catalogue_section(techniques, state.facts.operations if state.facts else None, context.precision)
     return load_prompt("write_initial").question(
         role="lowering", node="write_initial", key=f"{label}.write_initial", schema=CudaAnswer, check=check_cuda,
         pytorch_source=resources.problem.source, header=resources.header, gpu=gpu_section(state.facts),
-        precision=precision_section(context.precision, context.seeds),
+        precision=precision_section(context.precision, context.seeds, state.facts),
         allowed_libraries=", ".join(context.allow) or "none", targets=targets_section(state.facts, None),
-        starting_point=starting_point_section(resources.problem.source),
+        starting_point=starting_point_section(resources.problem.source), catalogue=catalogue,
         feedback=feedback_section(resources.files, state.initial_feedback),
     )

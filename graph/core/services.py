@@ -40,6 +40,7 @@ from kernelblaster.graph.llm.roles import Role
 from kernelblaster.graph.llm.settings import LLMSettings
 from kernelblaster.harness.evaluate import EvalOptions
 from kernelblaster.harness.gpu_facts import GpuFacts
+from kernelblaster.harness.precision_facts import PrecisionFacts
 from kernelblaster.harness.problem import Problem, load_problem
 from kernelblaster.harness.profile.outcome import ProfileOutcome
 from kernelblaster.harness.requirements import missing_for_run
@@ -91,6 +92,10 @@ class Evaluator(Protocol[BuiltT]):
     def gpu_facts(self) -> GpuFacts: ...
 
     def roofline_floor(self) -> Roofline: ...
+
+    def precision_facts(self) -> PrecisionFacts:
+        """Which cheaper arithmetic in the matrix products would pass the problem's verification (or why that
+        was not measured)."""
 
     def operation_kinds(self) -> list[OperationKind] | None:
         """The kinds of operation the problem's forward pass performs; None where the pass ran untracked."""

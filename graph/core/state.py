@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.harness.gpu_facts import GpuFacts
+from kernelblaster.harness.precision_facts import PrecisionFacts
 from kernelblaster.harness.profile.outcome import KernelShare
 from kernelblaster.harness.result import Roofline
 from kernelblaster.kb.operations import OperationKind
@@ -109,13 +110,15 @@ class RunFacts(Value):
     """What the agents are told about where the run happens and what to beat, gathered once in `setup`: the
     GPU, the PyTorch baselines, the problem's roofline floor on that GPU, PyTorch's own kernels that took
     the most time (None when the baseline was not profiled), and the kinds of operation the problem performs
-    (None when not known), which decide the techniques the KB may offer."""
+    (None when not known), which decide the techniques the KB may offer, and which cheaper arithmetic in its
+matrix products would pass verification (measured; see harness.precision_facts)."""
 
     gpu: GpuFacts
     baseline: BaselineSummary
     roofline: Roofline
     pytorch_kernels: list[KernelShare] | None
     operations: list[OperationKind] | None = None
+    precision: PrecisionFacts | None = None  # None in runs made before it was measured
 
 
 class ProfiledState(Value):

@@ -52,6 +52,7 @@ def test_full_memory_shows_a_kb_slice_teaches_the_kb_and_runs_the_learning_roles
 
     (prompt,) = _lowering_prompts(models)
     assert KB_SLICE_HEADLINE in prompt and "Offered optimizations" in prompt
+    assert "Technique names" in str(models["lowering"].prompts[0][1].content)
     assert [change.id.kind for change in read_changes(tmp_path / "run" / "kb_changes.jsonl")] == ["outcome", "learning"]
     assert len(models["parameter_update"].prompts) == 1
 
@@ -71,6 +72,7 @@ def test_no_memory_shows_the_state_but_no_kb_and_offers_nothing(tmp_path: Path) 
 
     (prompt,) = _lowering_prompts(models)
     assert KB_SLICE_HEADLINE not in prompt and "Offered optimizations" not in prompt
+    assert "Technique names" not in str(models["lowering"].prompts[0][1].content)  # no catalogue either
     assert "## Its performance state" in prompt and PROFILE_FINDINGS in prompt
     assert len(models["state_extractor"].prompts) == 1 and models["state_matcher"].prompts == []
     assert models["parameter_update"].prompts == []

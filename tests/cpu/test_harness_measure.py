@@ -125,25 +125,40 @@ def test_a_memory_bound_floor_is_bytes_over_bandwidth_with_headroom() -> None:
     roofline = roofline_for(spec, flops=1_000_000, peaks=PEAKS, policy="strict")
     assert roofline.limited_by == "memory"
     assert roofline.floor_ms == pytest.approx(1.0 / HEADROOM)
-    assert (roofline.compulsory_bytes, roofline.peak_bandwidth_gbs, roofline.peak_tflops) == (
-        1_000_000_000, 1000.0, 50.0)
+    assert (roofline.compulsory_bytes, roofline.peak_bandwidth_gbs) == (1_000_000_000, 1000.0)
+    assert roofline.peak_tflops == pytest.approx(400.0 / 3)
 
 
 def test_a_compute_bound_floor_is_flops_over_the_policy_peak_with_headroom() -> None:
     spec = spec_moving(8_000)
-    flops = 50 * 10**12  # one second at 50 TFLOP/s (fp32), 1/8 s at 400 TFLOP/s (tf32)
+    flops = 50 * 10**12  # 3/8 s at 400/3 TFLOP/s (3xTF32 under strict), 1/8 s at 400 TFLOP/s (tf32)
     strict = roofline_for(spec, flops=flops, peaks=PEAKS, policy="strict")
     tf32 = roofline_for(spec, flops=flops, peaks=PEAKS, policy="tf32")
     assert strict.limited_by == tf32.limited_by == "compute"
-    assert strict.floor_ms == pytest.approx(1000.0 / HEADROOM)
+    assert strict.floor_ms == pytest.approx(375.0 / HEADROOM)
     assert tf32.floor_ms == pytest.approx(125.0 / HEADROOM)
     assert tf32.peak_tflops == 400.0
 
 
+def test_an_honest_3xtf32_kernel_at_three_times_the_fp32_peak_is_not_below_the_strict_floor() -> None:
+    spec = spec_moving(8_000)
+    flops = 50 * 10**12
+    strict = roofline_for(spec, flops=flops, peaks=PEAKS, policy="strict")
+    three_tf32_ms = flops / (400.0 / 3 * 1e9)  # every product at 3xTF32's full effective peak
+    assert three_tf32_ms > strict.floor_ms and three_tf32_ms < flops / (50.0 * 1e9)
+    assert strict.peak_arithmetic == "3xTF32, a third of TF32's"
+
+
+def test_the_strict_floor_keeps_the_fp32_peak_where_it_beats_a_third_of_tf32() -> None:
+    peaks = PEAKS.model_copy(update={"tf32_tflops": 120.0})
+    strict = roofline_for(spec_moving(8_000), flops=50 * 10**12, peaks=peaks, policy="strict")
+    assert strict.peak_tflops == 50.0 and strict.peak_arithmetic == "fp32 FFMA"
+
+
 def test_the_floor_is_the_larger_of_memory_and_compute_time() -> None:
     spec = spec_moving(1_000_000_000)  # 1 ms of memory before headroom
-    just_memory = roofline_for(spec, flops=49 * 10**9, peaks=PEAKS, policy="strict")  # 0.98 ms of compute
-    just_compute = roofline_for(spec, flops=51 * 10**9, peaks=PEAKS, policy="strict")  # 1.02 ms
+    just_memory = roofline_for(spec, flops=130 * 10**9, peaks=PEAKS, policy="strict")  # 0.975 ms at 400/3 TFLOP/s
+    just_compute = roofline_for(spec, flops=136 * 10**9, peaks=PEAKS, policy="strict")  # 1.02 ms
     assert just_memory.limited_by == "memory" and just_compute.limited_by == "compute"
     assert just_compute.floor_ms == pytest.approx(1.02 / HEADROOM)
     assert just_memory.floor_ms == pytest.approx(1.0 / HEADROOM)

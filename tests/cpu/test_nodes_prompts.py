@@ -71,5 +71,6 @@ def test_the_soft_verifier_sees_the_header_and_the_runs_precision_policy(tmp_pat
     header = "## kb_problem.h (generated from the model)\n```c\n// kb_problem.h for elementwise_swish_scale"
     assert header in user.content
     assert f"Precision policy: {precision}." in user.content
-    assert "strict: fp32 throughout where the model computes in fp32" in system.content
+    assert "strict: fp32 accuracy where the model computes in fp32" in system.content
+    assert "was not measured (a recorded evaluator measures nothing)" in user.content
     assert user.content.index("kb_problem.h") < user.content.index("## The CUDA implementation")
