@@ -1,10 +1,13 @@
 // KernelBlaster driver launcher: the trusted first code of every driver process.
 //
-//   kb_launcher [--no-filter] [--cpu-seconds N] [--file-bytes N] [--tasks N] [--data-bytes N] LIBRARY
+//   kb_launcher [--no-filter] [--cpu-seconds N] [--file-bytes N] [--tasks N] [--data-bytes N]
+//               DRIVER_LIBRARY CANDIDATE_LIBRARY
 //
-// The driver and the candidate are linked into one shared library (LIBRARY). Code in it can run before
-// any function of it is called (constructors of any priority, IFUNC resolvers), so everything the
-// candidate must not escape is set up here, before the library is loaded:
+// The driver and the candidate are two shared libraries, two link units: the driver's (trusted, exporting
+// kb_driver_main) and the candidate's (exporting kb_forward alone). Code in a library can run before any
+// of its functions is called (constructors, IFUNC resolvers; the build refuses a candidate's, but the
+// rules are not the boundary), so everything the candidate must not escape is set up here, before either
+// library is loaded:
 //   1. resource limits (CPU seconds, file size, tasks, data segment; no core files);
 //   2. a seccomp filter, inherited by every thread, that stops starting processes (fork, vfork, clone
 //      without CLONE_THREAD), running programs (execve, execveat), tracing or reading other processes,
@@ -13,7 +16,8 @@
 //      (128 + SIGSYS, what a shell reports for a SIGSYS death), which the harness reports as blocked;
 //   3. the protocol channel: replies go to a private copy of stdout, and fd 1 becomes stderr, so what
 //      the candidate prints never lands in the protocol by accident.
-// Only then is LIBRARY loaded and its kb_driver_main(protocol_fd) called. Nothing after this point is
+// Only then is the driver loaded (RTLD_NOW: all its symbols bound), then the candidate (RTLD_NOW |
+// RTLD_LOCAL: nothing loaded before it can bind to it), and kb_driver_main(protocol_fd, kb_forward) called. Nothing after this point is
 // trusted: a filter cannot be removed, and the launcher itself never needs execve, so the ban holds for
 // the candidate without exceptions. With ncu, ncu starts this launcher and its own injection rides along.
 // `--no-filter` skips the filter (`--unsafe-no-sandbox` runs).
@@ -209,9 +213,9 @@ int main(int argc, char** argv) {
     }
     if (set_limit(resource, value) != 0) fail("setting a resource limit", strerror(errno));
   }
-  if (i + 1 != argc) {
+  if (i + 2 != argc) {
     fprintf(stderr, "usage: kb_launcher [--no-filter] [--cpu-seconds N] [--file-bytes N] [--tasks N] "
-                    "[--data-bytes N] LIBRARY\n");
+                    "[--data-bytes N] DRIVER_LIBRARY CANDIDATE_LIBRARY\n");
     return kExitUsage;
   }
   if (set_limit(RLIMIT_CORE, 0) != 0) fail("disabling core files", strerror(errno));
@@ -220,9 +224,15 @@ int main(int argc, char** argv) {
   int protocol_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
   if (protocol_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) fail("taking stdout", strerror(errno));
 
-  void* library = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
-  if (library == NULL) fail("cannot load the driver library", dlerror());
-  int (*driver_main)(int) = (int (*)(int))dlsym(library, "kb_driver_main");
+  // The driver first, every symbol bound now: when the candidate's library arrives, nothing in the driver
+  // is left to bind, and RTLD_LOCAL keeps the candidate's symbols out of every other object's scope.
+  void* driver = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
+  if (driver == NULL) fail("cannot load the driver library", dlerror());
+  int (*driver_main)(int, void*) = (int (*)(int, void*))dlsym(driver, "kb_driver_main");
   if (driver_main == NULL) fail("the driver library has no kb_driver_main", dlerror());
-  return driver_main(protocol_fd);
+  void* candidate = dlopen(argv[i + 1], RTLD_NOW | RTLD_LOCAL);
+  if (candidate == NULL) fail("cannot load the candidate's library", dlerror());
+  void* forward = dlsym(candidate, "kb_forward");
+  if (forward == NULL) fail("the candidate's library has no kb_forward", dlerror());
+  return driver_main(protocol_fd, forward);
 }
