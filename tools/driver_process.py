@@ -1,7 +1,7 @@
 """Runs the test driver of a built candidate and speaks its JSON line protocol.
 
-The driver process is the launcher (harness/driver/kb_launcher.c) loading the library that links the
-driver with one candidate (`DriverProgram`). It runs in the OS sandbox it is given (tools/sandbox.py; None
+The driver process is the launcher (harness/driver/kb_launcher.c) loading the driver's library and then
+one candidate's (`DriverProgram`). It runs in the OS sandbox it is given (tools/sandbox.py; None
 for --unsafe-no-sandbox), in its own process group, so a hang is ended by killing the group (sandbox and a
 wrapper such as ncu included). Every request has a timeout; stderr is drained by a thread so a chatty
 candidate never blocks the pipe, and its tail is attached to every failure. The protocol is documented in
@@ -62,13 +62,15 @@ _BLOCKED_LINE = re.compile(r"^kernelblaster-sandbox: blocked (?P<what>.+)$", re.
 # The driver program
 # ---------------------------------------------------------------------------------------------------
 class DriverProgram(BaseModel):
-    """The launcher (built once per machine) and the library it loads (the driver linked with a candidate)."""
+    """The launcher (built once per machine) and the two libraries it loads: the driver's (built once per arch)
+    and then the candidate's."""
 
     model_config = ConfigDict(frozen=True)
 
     launcher: Path
-    library: Path
-    library_dirs: tuple[Path, ...] = ()  # where the libraries it links (cuBLAS ...) are found at run time
+    driver: Path
+    library: Path  # the candidate's
+    library_dirs: tuple[Path, ...] = ()  # where the libraries they link (CUDA runtime, cuBLAS ...) are found
 
     def command(self, *, filtered: bool, limits: ResourceLimits = DRIVER_LIMITS) -> list[str]:
         """The argv that starts the driver; `filtered=False` leaves out the system-call filter."""
@@ -77,11 +79,11 @@ class DriverProgram(BaseModel):
                     "--data-bytes", str(limits.data_bytes)]
         if limits.cpu_seconds is not None:
             options += ["--cpu-seconds", str(limits.cpu_seconds)]
-        return [str(self.launcher), *options, str(self.library)]
+        return [str(self.launcher), *options, str(self.driver), str(self.library)]
 
     def view(self) -> SandboxView:
         """What the driver needs to see in a sandbox: itself, the GPU and the CUDA driver."""
-        return SandboxView(read_only=(self.launcher, self.library, *self.library_dirs), gpu=True)
+        return SandboxView(read_only=(self.launcher, self.driver, self.library, *self.library_dirs), gpu=True)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -46,8 +46,8 @@ LINK_TIMEOUT_S = 120.0
 # Backstops against sources that make the toolchain write or hold huge files (`.incbin` in a loop).
 COMPILE_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share())
 
-# The candidate's workspace allocations are routed through the driver's poisoning wrappers
-# (harness/driver/kb_driver.cu); only the candidate's undefined references are redirected by --wrap.
+# The candidate's workspace allocations are routed through the trusted poisoning wrappers linked into its
+# library (harness/driver/kb_workspace.cu); only the candidate's undefined references are redirected by --wrap.
 WRAPPED_ALLOCATORS = ("cudaMalloc", "cudaMallocAsync", "cudaMallocFromPoolAsync", "cudaMallocPitch")
 
 Severity = Literal["error", "warning", "remark", "note"]
@@ -88,6 +88,14 @@ class KernelResources(BaseModel):
         )
 
 
+class AssemblyBlock(BaseModel):
+    """One inline assembly statement (or top-level asm) in host code, where the source put it."""
+
+    file: str
+    line: int
+    text: str
+
+
 class CompileResult(BaseModel):
     """The outcome of one nvcc invocation (compile or link)."""
 
@@ -103,6 +111,8 @@ class CompileResult(BaseModel):
     # Every file the preprocessor read, from nvcc -MD: relative to the source's folder when inside it (so a
     # cached result holds for the same source in another folder), else absolute.
     dependencies: list[str] = []
+    # With `inspect_host_code`: every inline assembly block in the host code, as the host compiler emitted it.
+    host_assembly: list[AssemblyBlock] = []
 
     @property
     def errors(self) -> list[CompilerMessage]:
@@ -214,15 +224,18 @@ def compile_object(
     cache_dir: Path | None,
     sandbox: Sandbox | None,
     timeout_s: float = COMPILE_TIMEOUT_S,
+    inspect_host_code: bool = False,
 ) -> CompileResult:
     """`nvcc -c` one source; a cache hit (same source, local headers, flags and nvcc) copies the object.
 
     nvcc runs in the source's folder on its bare name, so messages say `candidate.cu(12)` whatever the
     work directory, and a cached log reads the same as a fresh one. Objects are position-independent: they
-    end up in the shared library the driver's launcher loads.
+    end up in the shared libraries the driver's launcher loads. With `inspect_host_code`, the host compiler
+    also keeps the assembly it generates, and the inline assembly in it is listed (`host_assembly`, cached
+    with the object): what the source spelled, after every macro, stringisation and concatenation.
     """
     nvcc = find_nvcc()
-    flags = [*compile_flags(arch), *extra_flags]
+    flags = [*compile_flags(arch), *extra_flags, *(HOST_ASSEMBLY_FLAGS if inspect_host_code else ())]
     unsupported = arch_problem(arch)
     if unsupported is not None:
         raise UserFacingError(unsupported)
@@ -239,34 +252,57 @@ def compile_object(
     result = _run_nvcc(command, output, arch=arch, timeout_s=timeout_s, cwd=source.parent.resolve(),
                        sandbox=sandbox, view=view)
     result.dependencies = _read_dependencies(dependency_file, source.parent.resolve())
+    if inspect_host_code:
+        result.host_assembly = _read_host_assembly(output)
     if cache_dir is not None and result.ok:
         _store_cached(cache_dir, cache_key, result)
     return result
 
 
 def link_shared_library(
-    objects: list[Path], output: Path, *, arch: str, libraries: list[str], sandbox: Sandbox | None,
+    objects: Sequence[Path], output: Path, *, arch: str, libraries: Sequence[str], sandbox: Sandbox | None,
+    version_script: Path, soname: str | None = None, wrap_allocators: bool = False,
     timeout_s: float = LINK_TIMEOUT_S,
 ) -> CompileResult:
-    """Link the driver and candidate objects into one shared library, routing the candidate's allocations
-    through the driver. A shared library has no `.preinit_array`: its load-time code runs only when the
-    launcher loads it, after the launcher has confined the process."""
+    """Link objects (and shared libraries they bind to) into one shared library that exports what
+    `version_script` lists and nothing else, with every symbol bound when it loads (-z now) and its own
+    references bound to its own definitions (-Bsymbolic). `wrap_allocators` routes the objects' cudaMalloc
+    family through the poisoning wrappers (one of `objects` must be kb_workspace.o). The CUDA runtime is the
+    shared one, so the driver and the candidate use one runtime (one error state, one set of registrations)."""
     for library in libraries:
         if not re.fullmatch(r"[A-Za-z0-9_+.-]+", library):
             raise UserFacingError(f"bad library name {library!r}")
     wrap_flags = [flag for name in WRAPPED_ALLOCATORS for flag in ("-Xlinker", f"--wrap={name}")]
+    linker_flags = [
+        "--no-undefined",  # a missing symbol is a link error here, not a failure when the launcher loads it
+        "-z", "now", "-z", "relro", "-Bsymbolic", f"--version-script={version_script.resolve()}",
+        *(f"-rpath={folder}" for folder in cudart_dirs()),
+        *([f"-soname={soname}"] if soname else []),
+    ]
     command = [
         str(find_nvcc()),
         "-shared",
-        "-Xlinker",
-        "--no-undefined",  # a missing symbol is a link error here, not a failure when the launcher loads it
+        "-cudart", "shared",
         *arch_flags(arch),
         *(str(o) for o in objects),
-        *wrap_flags,
+        *(flag for item in linker_flags for flag in ("-Xlinker", item)),
+        *(wrap_flags if wrap_allocators else []),
         *(f"-l{library}" for library in libraries),
     ]
-    view = SandboxView(read_only=tuple(o.parent for o in objects))
+    view = SandboxView(read_only=tuple(dict.fromkeys([*(o.parent for o in objects), version_script.parent])))
     return _run_nvcc(command, output.resolve(), arch=arch, timeout_s=timeout_s, cwd=None, sandbox=sandbox, view=view)
+
+
+@cache
+def cudart_dirs() -> tuple[Path, ...]:
+    """The folders of the toolkit's shared CUDA runtime (libcudart.so), where the driver's and candidates'
+    libraries find it when they load (their run path, and what the driver's sandbox shows)."""
+    dry_run = subprocess.run([str(find_nvcc()), "--dryrun", "-shared", "-cudart", "shared", "-x", "cu", os.devnull,
+                              "-o", os.devnull], capture_output=True, text=True, check=False)
+    listed = re.findall(r"-L\"?([^\"\s]+)", "\n".join(line for line in (dry_run.stdout + dry_run.stderr).splitlines()
+                                                      if "LIBRARIES=" in line))
+    folders = [Path(folder).resolve() for folder in listed]
+    return tuple(dict.fromkeys(f for f in folders if any(f.glob("libcudart.so*")) and "stubs" not in f.parts))
 
 
 def compile_host_program(source: Path, output: Path, *, sandbox: Sandbox | None,
@@ -352,6 +388,42 @@ def host_include_dirs() -> tuple[Path, ...]:
                              check=False).stderr
     block = listing.partition("#include <...> search starts here:")[2].partition("End of search list.")[0]
     return tuple(Path(line.strip()).resolve() for line in block.splitlines() if line.strip())
+
+
+# The host compiler keeps the assembly it generates next to the object (`.candidate.o.123.s` for the object
+# `.candidate.o.123.partial`), where GCC and Clang mark every inline assembly block with #APP ... #NO_APP and
+# its first line with the source position (`# 12 "candidate.cu" 1`).
+HOST_ASSEMBLY_FLAGS = ("-Xcompiler", "-save-temps=obj")
+_INLINE_ASSEMBLY = re.compile(r"^#APP\n(?P<body>.*?)^#NO_APP$", re.MULTILINE | re.DOTALL)
+_ASSEMBLY_POSITION = re.compile(r'^# (?P<line>\d+) "(?P<file>[^"]*)" 1$', re.MULTILINE)
+_ASSEMBLY_MARKER = re.compile(r'^# \d+ "[^"]*"(?: \d)?$')
+# nvcc's own top-level asm: the fatbinary as data in its section (fatbin.c), then back to .text.
+_NVCC_FATBINARY = re.compile(r'^\.section \.nv_fatbin, "a"$|^\.align 8$|^fatbinData:$|^\.text$'
+                             r"|^\.quad 0x[0-9a-f]{16}(?:, ?0x[0-9a-f]{16})*$")
+
+
+def _read_host_assembly(output: Path) -> list[AssemblyBlock]:
+    """The inline assembly blocks of the host code the compile of `output` kept (empty blocks, compiler
+    barriers such as `asm volatile("" ::: "memory")`, and nvcc's own embedded fatbinary left out); the kept
+    files are removed."""
+    blocks = []
+    for kept in output.parent.glob(f".{output.name}.*"):
+        if kept.suffix == ".s":
+            text = kept.read_text(errors="replace")
+            for match in _INLINE_ASSEMBLY.finditer(text):
+                body = match["body"]
+                position = _ASSEMBLY_POSITION.search(body)
+                code = [line.strip() for line in body.splitlines()
+                        if line.strip() and not _ASSEMBLY_MARKER.match(line.strip())]
+                nvcc_own = bool(code) and code[0] == '.section .nv_fatbin, "a"' and all(
+                    _NVCC_FATBINARY.match(line) for line in code)
+                if code and not nvcc_own:
+                    blocks.append(AssemblyBlock(file=position["file"] if position else "",
+                                                line=int(position["line"]) if position else 0,
+                                                text="; ".join(code)[:200]))
+        if kept.suffix in (".s", ".ii", ".i"):
+            kept.unlink(missing_ok=True)
+    return blocks
 
 
 def _read_dependencies(dependency_file: Path, cwd: Path) -> list[str]:
