@@ -32,13 +32,21 @@ class ImportGroup:
 
 IMPORT_GROUPS: tuple[ImportGroup, ...] = (
     ImportGroup(
+        "linker_defined",
+        "what the static linker and the C runtime's start-up files define for every shared library: the global "
+        "offset table position-independent code reaches data through, and the library's handle that a "
+        "function-local static's destructor is registered with",
+        _words("_GLOBAL_OFFSET_TABLE_ __dso_handle"),
+    ),
+    ImportGroup(
         "cuda_launch",
         "nvcc's own code: registering the fatbinary and kernels when the library loads (and unregistering them "
-        "at exit), and the stubs behind <<<>>>, cudaLaunchKernel(Ex) and cooperative launches",
+        "at exit), the host stand-ins it writes for device functions (which call exit), and the stubs behind "
+        "<<<>>>, cudaLaunchKernel(Ex) and cooperative launches",
         _words("__cudaRegisterFatBinary __cudaRegisterFatBinaryEnd __cudaUnregisterFatBinary __cudaRegisterFunction "
                "__cudaRegisterVar __cudaRegisterTexture __cudaRegisterSurface __cudaInitModule "
                "__cudaPushCallConfiguration __cudaPopCallConfiguration __cudaLaunchKernel __cudaGetKernel "
-               "__cudaLaunch atexit "
+               "__cudaLaunch atexit exit "
                "cudaLaunchKernel cudaLaunchKernelExC cudaLaunchCooperativeKernel cudaGetKernel cudaGetFuncBySymbol "
                "cudaFuncSetAttribute cudaFuncGetAttributes cudaFuncSetCacheConfig cudaFuncSetSharedMemConfig "
                "cudaFuncGetName cudaOccupancyMaxActiveBlocksPerMultiprocessor "

@@ -279,13 +279,22 @@ def load_time_code(elf: ElfFile) -> list[SymbolViolation]:
                     and section.size == 8 and targets[0] in _NVCC_CONSTRUCTORS)
         if nvcc_own:
             continue
-        functions = [demangle([name])[name] for name in targets if name not in _NVCC_CONSTRUCTORS] or [section.name]
+        functions = [_describe_function(name) for name in targets if name not in _NVCC_CONSTRUCTORS] or [section.name]
         violations.append(SymbolViolation(
             rule="load_time_code", symbol=section.name,
             message=f"{', '.join(functions)} would run when the library loads or unloads (a constructor, "
                     f"destructor or global object with one; section {section.name}): candidates may not run code "
                     f"at load time; {LOAD_TIME_HINT}"))
     return violations
+
+
+def _describe_function(name: str) -> str:
+    """A load-time function as a reader knows it: the compiler's initialiser of global objects by what it is."""
+    if name.startswith("_GLOBAL__sub_I_"):
+        return "the initialisation of a global object with a constructor"
+    if name.startswith("_GLOBAL__sub_D_"):
+        return "the destruction of a global object"
+    return demangle([name])[name]
 
 
 def _target_name(elf: ElfFile, relocation: Relocation) -> str:
