@@ -148,8 +148,9 @@ def build_candidate(
     libraries = link_libraries(allow)
     workspace = trusted_object(WORKSPACE_SOURCE, arch, cache_dir, sandbox).output
     assert workspace is not None
-    result.link = link_shared_library([result.compile.output, workspace, driver], workdir / LIBRARY_NAME, arch=arch, libraries=libraries,
-                                      sandbox=sandbox, version_script=CANDIDATE_VERSION_SCRIPT, wrap_allocators=True)
+    result.link = link_shared_library([result.compile.output, workspace, driver], workdir / LIBRARY_NAME, arch=arch,
+                                      libraries=libraries, sandbox=sandbox,
+                                      version_script=CANDIDATE_VERSION_SCRIPT, wrap_allocators=True)
     if result.link.output is None:
         result.stage = "link_error"
         return result
@@ -166,7 +167,7 @@ def build_candidate(
 def host_assembly_violations(blocks: list[AssemblyBlock]) -> list[StaticViolation]:
     """Inline assembly in the candidate's host code (top-level asm included): host code may not use asm, in
     whatever spelling; the toolkit's and the system's headers may. Device code's asm is not host code."""
-    trusted = [toolkit_root(find_nvcc()), *host_include_dirs()]
+    trusted = [toolkit_root(find_nvcc()), *host_include_dirs(), DRIVER_DIR]
     violations = []
     for block in blocks:
         if block.file.startswith("/") and any(Path(block.file).resolve().is_relative_to(root) for root in trusted):

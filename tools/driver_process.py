@@ -52,6 +52,9 @@ WRAPPED_FATAL_EXIT_WAIT_S = 60.0  # a wrapper (compute-sanitizer, ncu) writes it
 # as poll() overflows past about 24.8 days.
 POLL_SLICE_S = 3600.0
 BLOCKED_EXIT_STATUS = 159  # the launcher's status after a blocked system call (128 + SIGSYS)
+# How a driver ends after the filter refused a call: the launcher's status (also bwrap's for a SIGSYS death),
+# or killed by SIGSYS itself (no bwrap in between).
+SANDBOX_EXIT_STATUSES = frozenset({BLOCKED_EXIT_STATUS, -signal.SIGSYS})
 # A backstop for the whole driver process; each request has its own wall-clock timeout.
 DRIVER_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share(), cpu_seconds=3600)
 NO_EXTRA_VIEW = SandboxView()
@@ -190,8 +193,14 @@ class DriverError(Exception):
 
     @property
     def blocked(self) -> list[str]:
-        """What the sandbox stopped before the driver ended, as the launcher named it."""
-        return blocked_calls(self.stderr_tail)
+        """What the sandbox stopped before the driver ended, as the launcher named it, or, when the process
+        ended as the launcher ends it after a refused call (status 159, or killed by SIGSYS: a candidate that
+        blocked SIGSYS is killed by the kernel before the launcher can name the call) without a name, one
+        entry saying so."""
+        named = blocked_calls(self.stderr_tail)
+        if named or not (isinstance(self, DriverCrashed) and self.exit_status in SANDBOX_EXIT_STATUSES):
+            return named
+        return ["a forbidden system call (the candidate kept the launcher from naming it)"]
 
 
 class DriverTimeout(DriverError):
@@ -229,10 +238,10 @@ def blocked_calls(stderr: str) -> list[str]:
 def _describe_exit(exit_status: int | None) -> str:
     if exit_status is None:
         return ""
+    if exit_status in SANDBOX_EXIT_STATUSES:
+        return f" (driver stopped by the sandbox, status {exit_status})"
     if exit_status < 0:
         return f" (driver killed by {signal.Signals(-exit_status).name})"
-    if exit_status == BLOCKED_EXIT_STATUS:
-        return f" (driver stopped by the sandbox, status {exit_status})"
     return f" (driver exited with status {exit_status})"
 
 

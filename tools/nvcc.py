@@ -29,8 +29,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
+from kernelblaster.tools import host_code
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import write_atomically
+from kernelblaster.tools.host_code import inline_assembly
 from kernelblaster.tools.sandbox import (
     ResourceLimits,
     Sandbox,
@@ -240,7 +242,9 @@ def compile_object(
     if unsupported is not None:
         raise UserFacingError(unsupported)
     includes = [f"-I{Path(d).resolve()}" for d in include_dirs]
-    cache_key = _cache_key(source, include_dirs, flags, nvcc_version(nvcc))
+    # The inspection's result is cached with the object: a change in how it inspects is a different key.
+    inspection = [f"host-code:{_HOST_CODE_DIGEST}"] if inspect_host_code else []
+    cache_key = _cache_key(source, include_dirs, [*flags, *inspection], nvcc_version(nvcc))
     if cache_dir is not None:
         hit = _load_cached(cache_dir, cache_key, output)
         if hit is not None:
@@ -253,7 +257,7 @@ def compile_object(
                        sandbox=sandbox, view=view)
     result.dependencies = _read_dependencies(dependency_file, source.parent.resolve())
     if inspect_host_code:
-        result.host_assembly = _read_host_assembly(output)
+        result.host_assembly = _read_host_assembly(output, source.parent.resolve())
     if cache_dir is not None and result.ok:
         _store_cached(cache_dir, cache_key, result)
     return result
@@ -390,40 +394,30 @@ def host_include_dirs() -> tuple[Path, ...]:
     return tuple(Path(line.strip()).resolve() for line in block.splitlines() if line.strip())
 
 
-# The host compiler keeps the assembly it generates next to the object (`.candidate.o.123.s` for the object
-# `.candidate.o.123.partial`), where GCC and Clang mark every inline assembly block with #APP ... #NO_APP and
-# its first line with the source position (`# 12 "candidate.cu" 1`).
+# The host compiler keeps its preprocessed input and the assembly it generates next to the object
+# (`.candidate.o.123.ii` and `.s` for the object `.candidate.o.123.partial`); tools/host_code.py reads them.
 HOST_ASSEMBLY_FLAGS = ("-Xcompiler", "-save-temps=obj")
-_INLINE_ASSEMBLY = re.compile(r"^#APP\n(?P<body>.*?)^#NO_APP$", re.MULTILINE | re.DOTALL)
-_ASSEMBLY_POSITION = re.compile(r'^# (?P<line>\d+) "(?P<file>[^"]*)" 1$', re.MULTILINE)
-_ASSEMBLY_MARKER = re.compile(r'^# \d+ "[^"]*"(?: \d)?$')
-# nvcc's own top-level asm: the fatbinary as data in its section (fatbin.c), then back to .text.
-_NVCC_FATBINARY = re.compile(r'^\.section \.nv_fatbin, "a"$|^\.align 8$|^fatbinData:$|^\.text$'
-                             r"|^\.quad 0x[0-9a-f]{16}(?:, ?0x[0-9a-f]{16})*$")
+_HOST_CODE_DIGEST = hashlib.sha256(Path(host_code.__file__).read_bytes()).hexdigest()[:16]
 
 
-def _read_host_assembly(output: Path) -> list[AssemblyBlock]:
-    """The inline assembly blocks of the host code the compile of `output` kept (empty blocks, compiler
-    barriers such as `asm volatile("" ::: "memory")`, and nvcc's own embedded fatbinary left out); the kept
-    files are removed."""
-    blocks = []
-    for kept in output.parent.glob(f".{output.name}.*"):
-        if kept.suffix == ".s":
-            text = kept.read_text(errors="replace")
-            for match in _INLINE_ASSEMBLY.finditer(text):
-                body = match["body"]
-                position = _ASSEMBLY_POSITION.search(body)
-                code = [line.strip() for line in body.splitlines()
-                        if line.strip() and not _ASSEMBLY_MARKER.match(line.strip())]
-                nvcc_own = bool(code) and code[0] == '.section .nv_fatbin, "a"' and all(
-                    _NVCC_FATBINARY.match(line) for line in code)
-                if code and not nvcc_own:
-                    blocks.append(AssemblyBlock(file=position["file"] if position else "",
-                                                line=int(position["line"]) if position else 0,
-                                                text="; ".join(code)[:200]))
-        if kept.suffix in (".s", ".ii", ".i"):
-            kept.unlink(missing_ok=True)
-    return blocks
+def _read_host_assembly(output: Path, source_dir: Path) -> list[AssemblyBlock]:
+    """The inline assembly of the host code the compile of `output` kept (tools/host_code.py); the kept files
+    are removed. The candidate's own lines are those of files in `source_dir` (named relatively, as nvcc runs
+    there), not nvcc's generated ones (`tmpxft_...`)."""
+    def candidate_file(name: str) -> bool:
+        if name.startswith("/"):
+            return Path(name).resolve().is_relative_to(source_dir)
+        return not name.startswith(("<", "tmpxft_"))
+
+    kept = {path.suffix: path for path in output.parent.glob(f".{output.name}.*") if path.suffix in (".ii", ".s")}
+    try:
+        preprocessed = kept[".ii"].read_text(errors="replace") if ".ii" in kept else ""
+        assembly = kept[".s"].read_text(errors="replace") if ".s" in kept else ""
+    finally:
+        for path in kept.values():
+            path.unlink(missing_ok=True)
+    return [AssemblyBlock(file=f.file, line=f.line, text=f.text)
+            for f in inline_assembly(preprocessed, assembly, candidate_file)]
 
 
 def _read_dependencies(dependency_file: Path, cwd: Path) -> list[str]:

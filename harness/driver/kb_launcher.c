@@ -12,8 +12,10 @@
 //   2. a seccomp filter, inherited by every thread, that stops starting processes (fork, vfork, clone
 //      without CLONE_THREAD), running programs (execve, execveat), tracing or reading other processes,
 //      the kernel keyring, BPF, io_uring, userfaultfd, mounts and namespaces, and module loading. Such a
-//      call raises SIGSYS; the handler below names it on stderr and ends the process with status 159
-//      (128 + SIGSYS, what a shell reports for a SIGSYS death), which the harness reports as blocked;
+//      call raises SIGSYS; the handler below names it on (a private copy of) stderr and ends the process
+//      with status 159 (128 + SIGSYS, what a shell reports for a SIGSYS death), which the harness reports as
+//      blocked. Replacing that handler is refused the same way; a candidate that blocks SIGSYS dies of it,
+//      with the same status and no name;
 //   3. the protocol channel: replies go to a private copy of stdout, and fd 1 becomes stderr, so what
 //      the candidate prints never lands in the protocol by accident.
 // Only then is the driver loaded (RTLD_NOW: all its symbols bound), then the candidate (RTLD_NOW |
@@ -95,11 +97,18 @@ static const struct Blocked kBlocked[] = {
     {__NR_reboot, "reboot", "reboot"},
 };
 static const struct Blocked kCloneProcess = {__NR_clone, "clone", "start a process"};
+// Replacing or ignoring the SIGSYS handler below would let a refused call pass unreported.
+static const struct Blocked kTakeOverSigsys = {__NR_rt_sigaction, "rt_sigaction",
+                                               "take over the handler that reports forbidden calls"};
+
+// The handler reports on a private copy of stderr, so a candidate that closed or redirected fd 2 is still
+// named.
+static int g_report_fd = STDERR_FILENO;
 
 static void write_text(const char* text) {
   size_t left = strlen(text);
   while (left > 0) {
-    ssize_t n = write(STDERR_FILENO, text, left);
+    ssize_t n = write(g_report_fd, text, left);
     if (n <= 0) return;
     text += n;
     left -= (size_t)n;
@@ -108,17 +117,19 @@ static void write_text(const char* text) {
 
 static const struct Blocked* blocked_call(int nr) {
   if (nr == kCloneProcess.nr) return &kCloneProcess;
+  if (nr == kTakeOverSigsys.nr) return &kTakeOverSigsys;
   for (size_t i = 0; i < sizeof kBlocked / sizeof kBlocked[0]; ++i)
     if (kBlocked[i].nr == nr) return &kBlocked[i];
   return NULL;
 }
 
-// Async-signal-safe: only write() and exit_group. The harness looks for this exact prefix.
+// Async-signal-safe: only write() and exit_group. The harness looks for this exact prefix at the start of
+// a line; the newline before it ends whatever partial line the candidate left.
 static void on_blocked(int sig, siginfo_t* info, void* context) {
   (void)sig;
   (void)context;
   const struct Blocked* call = blocked_call(info->si_syscall);
-  write_text("kernelblaster-sandbox: blocked ");
+  write_text("\nkernelblaster-sandbox: blocked ");
   write_text(call ? call->name : "a system call");
   write_text(" (the candidate tried to ");
   write_text(call ? call->attempt : "make a forbidden system call");
@@ -145,6 +156,18 @@ static size_t build_filter(struct sock_filter* f) {
     f[n++] = KB_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)kBlocked[i].nr, 0, 1);
     f[n++] = KB_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
   }
+  // rt_sigaction(SIGSYS, act != NULL, ...): a new handler (or SIG_IGN) for SIGSYS. Asking for the current
+  // one (act == NULL) is allowed. A candidate that blocks SIGSYS instead is killed by it (the kernel forces
+  // the default action on a blocked SIGSYS from seccomp): status 159 without a name.
+  f[n++] = KB_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_rt_sigaction, 0, 8);
+  f[n++] = KB_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
+  f[n++] = KB_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, 0, 4);
+  f[n++] = KB_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1]));
+  f[n++] = KB_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 3);
+  f[n++] = KB_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1]) + 4);
+  f[n++] = KB_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1);
+  f[n++] = KB_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  f[n++] = KB_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
   // clone3 passes its flags in memory, out of a filter's reach: refuse it, and glibc falls back to clone.
   f[n++] = KB_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1);
   f[n++] = KB_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS);
@@ -219,6 +242,8 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (set_limit(RLIMIT_CORE, 0) != 0) fail("disabling core files", strerror(errno));
+  g_report_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (g_report_fd < 0) fail("copying stderr", strerror(errno));
   if (filter && install_filter() != 0) fail("installing the system-call filter", strerror(errno));
 
   int protocol_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
