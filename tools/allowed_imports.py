@@ -55,17 +55,18 @@ IMPORT_GROUPS: tuple[ImportGroup, ...] = (
     ),
     ImportGroup(
         "cuda_memory",
-        "workspace on the device (also stream-ordered and from pools), pinned host buffers, copies, memsets, "
-        "__constant__ and __device__ symbols, texture and surface objects",
-        _words("cudaMalloc cudaMallocAsync cudaMallocFromPoolAsync cudaMallocPitch cudaMalloc3D cudaFree "
+        "workspace on the device (also stream-ordered and from pools: the allocators here are the ones the "
+        "workspace wrappers poison, so cudaMalloc3D and cudaMallocArray are left out), pinned host buffers, "
+        "copies, memsets, __constant__ and __device__ symbols, texture and surface objects over linear memory",
+        _words("cudaMalloc cudaMallocAsync cudaMallocFromPoolAsync cudaMallocPitch cudaFree "
                "cudaFreeAsync cudaMallocHost cudaHostAlloc cudaFreeHost cudaMemGetInfo cudaPointerGetAttributes "
                "cudaMemcpy cudaMemcpyAsync cudaMemcpy2D cudaMemcpy2DAsync cudaMemcpy3D cudaMemcpy3DAsync "
                "cudaMemcpyPeer cudaMemcpyPeerAsync cudaMemcpyToSymbol cudaMemcpyToSymbolAsync cudaMemcpyFromSymbol "
                "cudaMemcpyFromSymbolAsync cudaMemset cudaMemsetAsync cudaMemset2D cudaMemset2DAsync cudaMemset3D "
                "cudaMemset3DAsync cudaGetSymbolAddress cudaGetSymbolSize cudaDeviceGetDefaultMemPool "
                "cudaDeviceGetMemPool cudaMemPoolCreate cudaMemPoolDestroy cudaMemPoolSetAttribute "
-               "cudaMemPoolGetAttribute cudaMemPoolTrimTo cudaMallocArray cudaFreeArray cudaMemcpy2DToArray "
-               "cudaMemcpy2DToArrayAsync cudaCreateChannelDesc cudaCreateTextureObject cudaDestroyTextureObject "
+               "cudaMemPoolGetAttribute cudaMemPoolTrimTo cudaCreateChannelDesc cudaCreateTextureObject "
+               "cudaDestroyTextureObject "
                "cudaCreateSurfaceObject cudaDestroySurfaceObject"),
     ),
     ImportGroup(
