@@ -101,11 +101,14 @@ def _from_source(preprocessed: str, candidate_file: Callable[[str], bool]) -> li
 def _candidate_lines(preprocessed: str, candidate_file: Callable[[str], bool]) -> _Source:
     lines, origins = [], []
     file, line, keep = "", 0, False
+    judged: dict[str, bool] = {}
     for raw in preprocessed.split("\n"):
-        marker = _LINE_MARKER.match(raw)
+        marker = _LINE_MARKER.match(raw) if raw.startswith("# ") else None
         if marker:
             file, line = marker["file"], int(marker["line"])
-            keep = candidate_file(file)
+            if file not in judged:
+                judged[file] = candidate_file(file)
+            keep = judged[file]
             lines.append("")
             origins.append((file, line))
             continue
