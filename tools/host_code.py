@@ -81,8 +81,7 @@ def _from_source(preprocessed: str, candidate_file: Callable[[str], bool]) -> li
         closing = _matching(source.code, opening)
         operands = source.code.find(":", opening, closing)  # the template is what comes before the operands
         text = "".join(source.literals_in(opening, operands if operands >= 0 else closing))
-        before = _preceding(source.code, match.start())
-        is_label = before != "" and (before in ")]" or before.isalnum() or before in "_$")
+        is_label = _after_declarator(source.code, match.start())
         plain_label = (is_label and qualifiers is not None and not qualifiers.group().strip() and operands < 0
                        and _PLAIN_SYMBOL.fullmatch(text) is not None)
         if not plain_label and (is_label or text.strip()):  # an empty template is a compiler barrier
@@ -112,7 +111,8 @@ def _candidate_lines(preprocessed: str, candidate_file: Callable[[str], bool]) -
             lines.append("")
             origins.append((file, line))
             continue
-        lines.append(raw if keep else "")
+        # Other directives left in preprocessed text (#pragma) are not code: a word they end with is no declarator.
+        lines.append(raw if keep and not raw.lstrip().startswith("#") else "")
         origins.append((file, line))
         line += 1
     code, literals = _blank_literals("\n".join(lines))
@@ -171,7 +171,17 @@ def _matching(code: str, opening: int) -> int:
     return len(code)
 
 
-def _preceding(code: str, offset: int) -> str:
-    """The last character before `offset` that is not white space ("" at the start)."""
+# Words after which an `asm(...)` is a statement or a top-level asm, though they end like a declarator.
+_NOT_DECLARATORS = frozenset({"__extension__", "else", "do", "return", "case", "default", "extern"})
+_LAST_WORD = re.compile(r"[\w$]+$")
+
+
+def _after_declarator(code: str, offset: int) -> bool:
+    """Whether the asm keyword at `offset` follows a declarator (`int f(int)`, `x`, `a[4]`): then it is a label."""
     stripped = code[:offset].rstrip()
-    return stripped[-1] if stripped else ""
+    if not stripped:
+        return False
+    if stripped[-1] in ")]":
+        return True
+    word = _LAST_WORD.search(stripped)
+    return word is not None and word.group() not in _NOT_DECLARATORS and not word.group()[0].isdigit()
