@@ -3,7 +3,8 @@
 Forbidden includes (PyTorch and Python; optional libraries unless the run allows them; files named by an
 absolute or `..` path; headers named through a macro), forbidden API families (the catalogue in
 tools/symbols.py), assembler directives that read files (`.incbin`, `.include`), code that runs when the
-driver loads (constructors, init arrays, IFUNC resolvers) and the required kb_forward definition. Comments
+driver loads (constructors, init arrays, IFUNC resolvers), `#line` directives (the checks of the compiled
+host code tell the candidate's lines by their file name) and the required kb_forward definition. Comments
 and string literals are blanked before matching, so a rule named in a comment is not a violation;
 violations carry the original line number and text.
 
