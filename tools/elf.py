@@ -19,11 +19,16 @@ SHT_INIT_ARRAY = 14
 SHT_FINI_ARRAY = 15
 SHT_PREINIT_ARRAY = 16
 # Symbol types and bindings.
+STT_OBJECT = 1
 STT_FUNC = 2
 STT_SECTION = 3
 STT_GNU_IFUNC = 10
 STB_LOCAL = 0
 SHN_UNDEF = 0
+EM_X86_64 = 62
+# x86-64 relocations relative to the place they patch, whose addend is the target's offset minus the 4 bytes
+# of the displacement (PC32, PLT32, GOTPCREL, GOTPCRELX, REX_GOTPCRELX).
+_X86_64_PC_RELATIVE = frozenset({2, 4, 9, 41, 42})
 
 _HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
 _SECTION = struct.Struct("<IIQQQQIIQQ")
@@ -49,6 +54,7 @@ class Symbol:
     binding: int
     section: int  # SHN_UNDEF for a symbol the file needs from elsewhere
     value: int
+    size: int = 0
 
     @property
     def defined(self) -> bool:
@@ -60,6 +66,7 @@ class Relocation:
     offset: int
     symbol: Symbol
     addend: int
+    type: int = 0
 
 
 class ElfFile:
@@ -74,6 +81,7 @@ class ElfFile:
         if len(self._data) < _HEADER.size or self._data[:4] != b"\x7fELF" or self._data[4:6] != b"\x02\x01":
             raise UserFacingError(f"{path} is not a 64-bit little-endian ELF file")
         header = _HEADER.unpack_from(self._data)
+        self.machine = header[2]
         shoff, shentsize, shnum, shstrndx = header[6], header[11], header[12], header[13]
         raw = [_SECTION.unpack_from(self._data, shoff + i * shentsize) for i in range(shnum)]
         names_offset = raw[shstrndx][4] if shstrndx < len(raw) else 0
@@ -98,7 +106,7 @@ class ElfFile:
             strings = self.sections[table.link].offset
             entries = [_SYMBOL.unpack_from(self._data, table.offset + k * _SYMBOL.size)
                        for k in range(table.size // _SYMBOL.size)]
-            self._symbols[index] = [Symbol(self._string(strings, e[0]), e[1] & 0xF, e[1] >> 4, e[3], e[4])
+            self._symbols[index] = [Symbol(self._string(strings, e[0]), e[1] & 0xF, e[1] >> 4, e[3], e[4], e[5])
                                     for e in entries]
         return self._symbols[index]
 
@@ -109,8 +117,20 @@ class ElfFile:
             symbols = self._table(rela.link)
             for k in range(rela.size // _RELA.size):
                 offset, info, addend = _RELA.unpack_from(self._data, rela.offset + k * _RELA.size)
-                found.append(Relocation(offset, symbols[info >> 32], addend))
+                found.append(Relocation(offset, symbols[info >> 32], addend, info & 0xFFFFFFFF))
         return found
+
+    def target(self, relocation: Relocation) -> str:
+        """The name of what a relocation refers to: its symbol, or, for a section symbol, the function or object
+        defined where it points (empty when none is)."""
+        symbol = relocation.symbol
+        if symbol.type != STT_SECTION:
+            return symbol.name
+        offset = relocation.addend
+        if self.machine == EM_X86_64 and relocation.type in _X86_64_PC_RELATIVE:
+            offset += 4
+        return next((s.name for s in self.symbols() if s.section == symbol.section and s.type in (STT_FUNC, STT_OBJECT)
+                     and s.value <= offset < s.value + max(s.size, 1)), "")
 
     def function_at(self, section: int, value: int) -> Symbol | None:
         """The function symbol defined at `value` in section `section`, if the symbol table names one."""

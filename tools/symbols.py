@@ -225,6 +225,10 @@ class SymbolViolation(BaseModel):
 _RESERVED = re.compile(r"^(?:kb_poison_workspace|kb_driver_main|__wrap_\w+|__real_\w+|_init|_fini)$")
 # nvcc registers the fatbinary and kernels from one static constructor of its own in every object.
 _NVCC_CONSTRUCTORS = frozenset({"_ZL24__sti____cudaRegisterAllv", "__sti____cudaRegisterAll"})
+# Before GCC 13, `#include <iostream>` gives every object a static std::ios_base::Init and the initialiser that
+# constructs it and registers its destructor; an initialiser that refers to nothing else is that alone.
+_IOSTREAM_INIT_REFERENCES = frozenset({"_ZNSt8ios_base4InitC1Ev", "_ZNSt8ios_base4InitD1Ev", "__cxa_atexit",
+                                       "__dso_handle", "_ZStL8__ioinit"})
 _LOAD_TIME_NAMES = re.compile(r"^\.(?:init|fini)$|^\.(?:init_array|fini_array|preinit_array|ctors|dtors)(?:\.|$)")
 LOAD_TIME_HINT = ("make the object a function-local static (created on first use) or a plain pointer set up in "
                   "kb_forward")
@@ -268,24 +272,39 @@ def check_object(object_path: Path, allow: frozenset[str]) -> list[SymbolViolati
 
 def load_time_code(elf: ElfFile) -> list[SymbolViolation]:
     """Entries of the object's init, fini and preinit arrays (by section type or name) other than nvcc's own
-    registration constructor, and `.init`/`.fini` code."""
+    registration constructor and <iostream>'s initialiser, and `.init`/`.fini` code."""
     violations = []
     for section in elf.sections:
         by_type = section.type in (SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY)
         if not (by_type or _LOAD_TIME_NAMES.match(section.name)) or section.name.startswith(".rela"):
             continue
-        targets = [_target_name(elf, relocation) for relocation in elf.relocations(section)]
-        nvcc_own = (section.name == ".init_array" and section.type == SHT_INIT_ARRAY and len(targets) == 1
-                    and section.size == 8 and targets[0] in _NVCC_CONSTRUCTORS)
-        if nvcc_own:
+        entries = elf.relocations(section)
+        targets = [_target_name(elf, relocation) for relocation in entries]
+        others = [name for relocation, name in zip(entries, targets, strict=True)
+                  if name not in _NVCC_CONSTRUCTORS and not _only_iostream_init(elf, relocation)]
+        expected = (section.name == ".init_array" and section.type == SHT_INIT_ARRAY
+                    and section.size == 8 * len(entries) and sum(name in _NVCC_CONSTRUCTORS for name in targets) <= 1)
+        if expected and not others:
             continue
-        functions = [_describe_function(name) for name in targets if name not in _NVCC_CONSTRUCTORS] or [section.name]
+        functions = [_describe_function(name) for name in others] or [section.name]
         violations.append(SymbolViolation(
             rule="load_time_code", symbol=section.name,
             message=f"{', '.join(functions)} would run when the library loads or unloads (a constructor, "
                     f"destructor or global object with one; section {section.name}): candidates may not run code "
                     f"at load time; {LOAD_TIME_HINT}"))
     return violations
+
+
+def _only_iostream_init(elf: ElfFile, entry: Relocation) -> bool:
+    """Whether an init array entry is the initialiser of <iostream>'s std::ios_base::Init and nothing else."""
+    symbol = entry.symbol
+    function = elf.function_at(symbol.section, entry.addend) if symbol.type == STT_SECTION else next(
+        (s for s in elf.symbols() if s.name == symbol.name and s.defined), None)
+    if function is None or not function.name.startswith("_GLOBAL__sub_I_") or function.size == 0:
+        return False
+    inside = [r for r in elf.relocations(elf.sections[function.section])
+              if function.value <= r.offset < function.value + function.size]
+    return bool(inside) and all(elf.target(r) in _IOSTREAM_INIT_REFERENCES for r in inside)
 
 
 def _describe_function(name: str) -> str:

@@ -195,3 +195,25 @@ def test_the_symbols_nvcc_itself_emits_are_not_violations(scale_ok: BuildResult)
 def test_allowed_libraries_are_linked_by_their_library_names() -> None:
     assert link_libraries(frozenset({"cublas"})) == ["cublas", "cublasLt"]
     assert link_libraries(frozenset({"cutlass"})) == []
+
+
+IOSTREAM_PRINT = ("if (cudaGetLastError() != cudaSuccess) { std::cerr << \"launch failed\" << std::endl; return 3; }\n"
+                  "  return 0;")
+
+
+def test_a_candidate_printing_with_iostream_builds(tmp_path: Path, build_cache: Path, sandbox: Sandbox) -> None:
+    # Before GCC 13, <iostream> puts a std::ios_base::Init initialiser in the init array: allowed, that alone.
+    source = "#include <iostream>\n" + (FIXTURES / "scale_ok.cu").read_text().replace(
+        "return cudaGetLastError() == cudaSuccess ? 0 : 3;", IOSTREAM_PRINT)
+    built = build_candidate(source, HEADER, tmp_path, arch=ARCH, allow=frozenset(), cache_dir=build_cache,
+                            sandbox=sandbox)
+    assert built.stage == "ok", [v.message for v in built.violations]
+
+
+def test_iostream_does_not_cover_another_global_object_with_a_constructor(tmp_path: Path, build_cache: Path,
+                                                                           sandbox: Sandbox) -> None:
+    source = ("#include <iostream>\n#include <vector>\nstatic std::vector<int> sizes(4);\n"
+              + (FIXTURES / "scale_ok.cu").read_text())
+    built = build_candidate(source, HEADER, tmp_path, arch=ARCH, allow=frozenset(), cache_dir=build_cache,
+                            sandbox=sandbox)
+    assert [v.rule for v in built.violations] == ["load_time_code"]
