@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from kernelblaster.harness.analysis import spec_for_problem
-from kernelblaster.harness.build import driver_object
+from kernelblaster.harness.build import driver_library
 from kernelblaster.harness.compare import compare_output
 from kernelblaster.harness.evaluate import EvalOptions, detect_arch, evaluate_candidate
 from kernelblaster.harness.header import generate_header
@@ -70,7 +70,7 @@ void run(std::vector<torch::Tensor> inputs, std::vector<torch::Tensor> params, s
 def warm_machine_cache(cache: Path) -> None:
     """What a machine or a long-lived process pays once, not per candidate: the driver object for the arch,
     the GPU's peaks, and the first CUDA work of this process (one throw-away evaluation)."""
-    driver_object(detect_arch(0), cache / "objects", require_sandbox(unsafe_no_sandbox=False))
+    driver_library(detect_arch(0), cache / "objects", require_sandbox(unsafe_no_sandbox=False))
     peaks_for_device(0, cache)
     problem_name, _ = EXAMPLES[0]
     with tempfile.TemporaryDirectory() as scratch:

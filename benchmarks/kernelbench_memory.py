@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from kernelblaster.harness.build import driver_object
+from kernelblaster.harness.build import driver_library
 from kernelblaster.harness.evaluate import BuildStage, CandidateEvaluator, EvalOptions, TooLarge, detect_arch
 from kernelblaster.harness.memory_plan import GIB
 from kernelblaster.harness.problem import load_problem
@@ -197,7 +197,7 @@ def main(argv: list[str]) -> int:
     print(f"{len(paths)} problems on {torch.cuda.get_device_name(args.gpu)}; cache {options.cache_dir}", flush=True)
     started = time.perf_counter()
     # once, before the parallel builds
-    driver_object(detect_arch(args.gpu), options.cache_dir / "objects", require_sandbox(options.unsafe_no_sandbox))
+    driver_library(detect_arch(args.gpu), options.cache_dir / "objects", require_sandbox(options.unsafe_no_sandbox))
     rows = []
     with ThreadPoolExecutor(BUILD_WORKERS) as builders:
         pending = [prepare(path, options, zero_source, builders) for path in paths]

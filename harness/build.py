@@ -1,10 +1,14 @@
-"""Build one candidate: source checks, compile, file and symbol checks, then link with the test driver.
+"""Build one candidate: source checks, compile, file, assembly and object checks, then its own shared library.
 
-The driver object is compiled once per GPU arch and the launcher once per machine (the compile cache keeps
-both); each candidate costs one `nvcc -c` (itself cached by content) and one link into a shared library
-that the launcher loads. nvcc runs in the sandbox it is given, so a source can only read the toolkit, the
-system headers, the project's headers and its own folder; the files the build read, or tried to read,
-outside those are static violations naming them. The result says which stage stopped the build.
+The candidate and the test driver are two link units. The driver library is built once per GPU arch and
+the launcher once per machine (the compile cache keeps both); each candidate costs one `nvcc -c` (itself
+cached by content) and one link of its object, with the trusted workspace wrappers (kb_workspace.cu),
+into a library that exports kb_forward alone and that the launcher loads after the driver. nvcc runs in
+the sandbox it is given, so a source can only read the toolkit, the system headers, the project's headers
+and its own folder; the files the build read, or tried to read, outside those are static violations naming
+them. The object and the library are then held to the allowlist of imports (tools/allowed_imports.py), may
+carry no load-time code but nvcc's own, and the host code no inline assembly. The result says which stage
+stopped the build.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ from kernelblaster.tools.driver_process import DriverProgram
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import directory_problem
 from kernelblaster.tools.nvcc import (
+    AssemblyBlock,
     CompileResult,
     CompilerMessage,
     KernelResources,
     compile_host_program,
     compile_object,
+    cudart_dirs,
     find_nvcc,
     host_include_dirs,
     link_shared_library,
@@ -38,13 +44,18 @@ from kernelblaster.tools.sandbox import Sandbox, library_dirs
 from kernelblaster.tools.symbols import (
     LIBRARIES,
     SymbolViolation,
-    check_object_symbols,
+    check_library,
+    check_object,
     link_libraries,
     validate_allow,
 )
 
 DRIVER_DIR = Path(__file__).resolve().parent / "driver"
 DRIVER_SOURCE = DRIVER_DIR / "kb_driver.cu"
+WORKSPACE_SOURCE = DRIVER_DIR / "kb_workspace.cu"  # the trusted allocation wrappers in every candidate's library
+DRIVER_VERSION_SCRIPT = DRIVER_DIR / "kb_driver.map"
+CANDIDATE_VERSION_SCRIPT = DRIVER_DIR / "kb_candidate.map"
+DRIVER_SONAME = "libkb_driver.so"  # how a candidate's library names the driver it binds the poison flag from
 LAUNCHER_SOURCE = DRIVER_DIR / "kb_launcher.c"
 SOURCE_NAME = "candidate.cu"
 HEADER_NAME = "kb_problem.h"
@@ -67,12 +78,12 @@ class BuildResult(BaseModel):
     """What building one candidate produced, and the stage that stopped it (`ok` when none did)."""
 
     stage: BuildStage
-    violations: list[StaticViolation]  # source rules, then forbidden symbols found in the object
+    violations: list[StaticViolation]  # source rules, then what the object and its library break
     compile: CompileResult | None
     link: CompileResult | None
     source_path: Path
     header_path: Path
-    program: DriverProgram | None  # the launcher and the linked library, when the build got that far
+    program: DriverProgram | None  # the launcher and the two libraries, when the build got that far
 
     @property
     def log(self) -> str:
@@ -121,27 +132,52 @@ def build_candidate(
         return result
 
     result.compile = compile_object(source_path, workdir / OBJECT_NAME, arch=arch, include_dirs=[workdir, DRIVER_DIR],
-                                    cache_dir=cache_dir, sandbox=sandbox)
+                                    cache_dir=cache_dir, sandbox=sandbox, inspect_host_code=True)
     result.violations = files_read_outside(result.compile, workdir)
     if result.violations:
         return result
     if not result.compile.ok or result.compile.output is None:
         result.stage = "compile_error"
         return result
-    result.violations = [_from_symbol(v) for v in check_object_symbols(result.compile.output, allow)]
+    result.violations = [*host_assembly_violations(result.compile.host_assembly),
+                         *(_from_symbol(v) for v in check_object(result.compile.output, allow))]
     if result.violations:
         return result
 
-    driver = driver_object(arch, cache_dir, sandbox).output
-    assert driver is not None
+    driver = driver_library(arch, cache_dir, sandbox)
     libraries = link_libraries(allow)
-    result.link = link_shared_library([driver, result.compile.output], workdir / LIBRARY_NAME, arch=arch,
-                                      libraries=libraries, sandbox=sandbox)
-    result.stage = "ok" if result.link.ok else "link_error"
-    if result.link.output is not None:
-        result.program = DriverProgram(launcher=driver_launcher(cache_dir, sandbox), library=result.link.output,
-                                       library_dirs=tuple(library_dirs(libraries)))
+    workspace = trusted_object(WORKSPACE_SOURCE, arch, cache_dir, sandbox).output
+    assert workspace is not None
+    result.link = link_shared_library([result.compile.output, workspace, driver], workdir / LIBRARY_NAME, arch=arch,
+                                      libraries=libraries, sandbox=sandbox,
+                                      version_script=CANDIDATE_VERSION_SCRIPT, wrap_allocators=True)
+    if result.link.output is None:
+        result.stage = "link_error"
+        return result
+    result.violations = [_from_symbol(v) for v in check_library(result.link.output, allow)]
+    if result.violations:
+        return result
+    result.stage = "ok"
+    result.program = DriverProgram(launcher=driver_launcher(cache_dir, sandbox), driver=driver,
+                                   library=result.link.output,
+                                   library_dirs=tuple(dict.fromkeys([*library_dirs(libraries), *cudart_dirs()])))
     return result
+
+
+def host_assembly_violations(blocks: list[AssemblyBlock]) -> list[StaticViolation]:
+    """Inline assembly in the candidate's host code (top-level asm included): host code may not use asm, in
+    whatever spelling; the toolkit's and the system's headers may. Device code's asm is not host code."""
+    trusted = [toolkit_root(find_nvcc()), *host_include_dirs(), DRIVER_DIR]
+    violations = []
+    for block in blocks:
+        if block.file.startswith("/") and any(Path(block.file).resolve().is_relative_to(root) for root in trusted):
+            continue
+        where = f"line {block.line}: " if block.line else ""
+        violations.append(StaticViolation(
+            rule="host_assembly", line=block.line or None, text=block.text,
+            message=f"{where}host code contains inline assembly ({block.text[:80]}): only device code (__global__ "
+                    "and __device__ functions) may use asm"))
+    return violations
 
 
 def make_cache_folder(folder: Path) -> None:
@@ -160,23 +196,40 @@ def make_cache_folder(folder: Path) -> None:
     raise UserFacingError(f"the cache folder {folder} {problem} (set {CACHE_VARIABLE} to use another cache)")
 
 
-def driver_object(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> CompileResult:
-    """The test driver compiled for `arch` (once; later calls are cache hits).
+def trusted_object(source: Path, arch: str, cache_dir: Path, sandbox: Sandbox | None) -> CompileResult:
+    """A trusted source of the driver folder compiled for `arch` (once; later calls are cache hits).
 
     A failure here is the installation's fault, not the candidate's, so it is raised, not reported.
     """
-    compiled = compile_object(
-        DRIVER_SOURCE,
-        cache_dir / "driver" / f"kb_driver_{arch}.o",
-        arch=arch,
-        include_dirs=[DRIVER_DIR],
-        cache_dir=cache_dir,
-        sandbox=sandbox,
-    )
+    compiled = compile_object(source, cache_dir / "driver" / f"{source.stem}_{arch}.o", arch=arch,
+                              include_dirs=[DRIVER_DIR], cache_dir=cache_dir, sandbox=sandbox)
     if not compiled.ok or compiled.output is None:
         first_error = next((m.text for m in compiled.errors), compiled.log.strip()[-300:])
-        raise UserFacingError(f"the test driver ({DRIVER_SOURCE}) does not compile for {arch}: {first_error}")
+        raise UserFacingError(f"{source} does not compile for {arch}: {first_error}")
     return compiled
+
+
+def driver_object(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> CompileResult:
+    """The test driver compiled for `arch` (once; later calls are cache hits)."""
+    return trusted_object(DRIVER_SOURCE, arch, cache_dir, sandbox)
+
+
+def driver_library(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> Path:
+    """The test driver's own shared library for `arch`, linked once per driver object, version script and nvcc;
+    later calls find it. It exports kb_driver_main and the poison flag alone (kb_driver.map)."""
+    driver = driver_object(arch, cache_dir, sandbox).output
+    assert driver is not None  # trusted_object raises otherwise
+    key = hashlib.sha256(driver.read_bytes() + DRIVER_VERSION_SCRIPT.read_bytes()
+                         + nvcc_version(find_nvcc()).encode()).hexdigest()[:20]
+    library = cache_dir / "driver" / f"kb_driver_{arch}_{key}.so"
+    if library.is_file():
+        return library
+    linked = link_shared_library([driver], library, arch=arch, libraries=[], sandbox=sandbox,
+                                 version_script=DRIVER_VERSION_SCRIPT, soname=DRIVER_SONAME)
+    if not linked.ok or linked.output is None:
+        first_error = next((m.text for m in linked.errors), linked.log.strip()[-300:])
+        raise UserFacingError(f"the test driver ({DRIVER_SOURCE}) does not link for {arch}: {first_error}")
+    return linked.output
 
 
 def driver_launcher(cache_dir: Path, sandbox: Sandbox | None) -> Path:
@@ -233,7 +286,8 @@ def _library_problem(name: str, arch: str, cache_dir: Path, sandbox: Sandbox | N
     if not library.link_names:
         return None
     linked = link_shared_library([compiled.output], workdir / "probe.so", arch=arch,
-                                 libraries=list(library.link_names), sandbox=sandbox)
+                                 libraries=list(library.link_names), sandbox=sandbox,
+                                 version_script=CANDIDATE_VERSION_SCRIPT)
     if not linked.ok:
         return f"{library.display_name} cannot be linked with this CUDA toolkit ({_first_error(linked)})"
     return None

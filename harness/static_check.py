@@ -3,7 +3,8 @@
 Forbidden includes (PyTorch and Python; optional libraries unless the run allows them; files named by an
 absolute or `..` path; headers named through a macro), forbidden API families (the catalogue in
 tools/symbols.py), assembler directives that read files (`.incbin`, `.include`), code that runs when the
-driver loads (constructors, init arrays, IFUNC resolvers) and the required kb_forward definition. Comments
+driver loads (constructors, init arrays, IFUNC resolvers), `#line` directives (the checks of the compiled
+host code tell the candidate's lines by their file name) and the required kb_forward definition. Comments
 and string literals are blanked before matching, so a rule named in a comment is not a violation;
 violations carry the original line number and text.
 
@@ -43,6 +44,9 @@ _LOAD_TIME_CODE = re.compile(
     r"|\[\[\s*gnu\s*::\s*(?:constructor|destructor|ifunc)\b"
     r"|\.(?:preinit_array|init_array|fini_array|ctors|dtors)\b"
 )
+# `#line 12 "file"` and GNU's `# 12 "file"` (also spelled `%:`, or split by a backslash-newline) rename the
+# lines after them: the checks of the compiled host code tell the candidate's lines from the system's by name.
+_LINE_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(?:line\b|\d)", re.MULTILINE)
 _KB_FORWARD_DEFINITION = re.compile(r"\bkb_forward\s*\([^;{}]*\)\s*\{")
 KB_FORWARD_SIGNATURE = (
     'extern "C" int kb_forward(const KBTensor* inputs, const KBTensor* params, KBTensor* outputs, cudaStream_t stream)'
@@ -69,7 +73,8 @@ def check_source(source: str, allow: frozenset[str] = frozenset()) -> list[Stati
                                   "make system calls directly (the syscall/svc instruction)"),
              *_pattern_violations(stripped.without_comments, source, _LOAD_TIME_CODE, "load_time_code",
                                   "run code when the driver loads or unloads (constructors, init arrays, IFUNC "
-                                  "resolvers)")]
+                                  "resolvers)"),
+             *_line_directive_violations(source)]
     found = list({(v.rule, v.line): v for v in found}.values())
     found.sort(key=lambda v: v.line or 0)
     if not _KB_FORWARD_DEFINITION.search(stripped.code):
@@ -245,6 +250,33 @@ def _pattern_violations(text: str, source: str, pattern: re.Pattern[str], rule: 
         found.setdefault(line, StaticViolation(rule=rule, line=line, text=line_text,
                                                message=f"line {line}: {line_text} — candidates may not {message}"))
     return list(found.values())
+
+
+def _line_directive_violations(source: str) -> list[StaticViolation]:
+    """`#line` directives, found after backslash-newlines are spliced as the preprocessor splices them (the
+    line numbers given are those of the original source)."""
+    spliced, line_of = [], []  # the spliced text, and for each of its characters the original line
+    line = 1
+    i = 0
+    while i < len(source):
+        if source.startswith("\\\n", i) or source.startswith("\\\r\n", i):
+            i += 2 if source[i + 1] == "\n" else 3
+            line += 1
+            continue
+        spliced.append(source[i])
+        line_of.append(line)
+        line += source[i] == "\n"
+        i += 1
+    text = strip_comments_and_strings("".join(spliced)).without_comments
+    lines = source.split("\n")
+    violations = []
+    for match in _LINE_DIRECTIVE.finditer(text):
+        number = line_of[match.start()] if match.start() < len(line_of) else len(lines)
+        shown = lines[number - 1].strip()
+        violations.append(StaticViolation(rule="line_directive", line=number, text=shown,
+                                          message=f"line {number}: {shown} — candidates may not rename their lines "
+                                                  "(#line directives)"))
+    return violations
 
 
 def _api_pattern(functions: tuple[str, ...], patterns: tuple[str, ...]) -> re.Pattern[str]:

@@ -1,7 +1,7 @@
 """Runs the test driver of a built candidate and speaks its JSON line protocol.
 
-The driver process is the launcher (harness/driver/kb_launcher.c) loading the library that links the
-driver with one candidate (`DriverProgram`). It runs in the OS sandbox it is given (tools/sandbox.py; None
+The driver process is the launcher (harness/driver/kb_launcher.c) loading the driver's library and then
+one candidate's (`DriverProgram`). It runs in the OS sandbox it is given (tools/sandbox.py; None
 for --unsafe-no-sandbox), in its own process group, so a hang is ended by killing the group (sandbox and a
 wrapper such as ncu included). Every request has a timeout; stderr is drained by a thread so a chatty
 candidate never blocks the pipe, and its tail is attached to every failure. The protocol is documented in
@@ -61,6 +61,9 @@ BLOCKED_EXIT_STATUS = 159  # the launcher's status after a blocked system call (
 MAX_REPLY_LINE_BYTES = 4 << 20
 MAX_REPLY_CONTAINERS = 64  # `{` and `[` in one reply, strings included (the driver's have 2)
 MAX_REPLY_ELEMENTS = 1 << 18  # values in one reply, counted by separators
+# How a driver ends after the filter refused a call: the launcher's status (also bwrap's for a SIGSYS death),
+# or killed by SIGSYS itself (no bwrap in between).
+SANDBOX_EXIT_STATUSES = frozenset({BLOCKED_EXIT_STATUS, -signal.SIGSYS})
 # A backstop for the whole driver process; each request has its own wall-clock timeout.
 DRIVER_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share(), cpu_seconds=3600)
 NO_EXTRA_VIEW = SandboxView()
@@ -71,13 +74,15 @@ _BLOCKED_LINE = re.compile(r"^kernelblaster-sandbox: blocked (?P<what>.+)$", re.
 # The driver program
 # ---------------------------------------------------------------------------------------------------
 class DriverProgram(BaseModel):
-    """The launcher (built once per machine) and the library it loads (the driver linked with a candidate)."""
+    """The launcher (built once per machine) and the two libraries it loads: the driver's (built once per arch)
+    and then the candidate's."""
 
     model_config = ConfigDict(frozen=True)
 
     launcher: Path
-    library: Path
-    library_dirs: tuple[Path, ...] = ()  # where the libraries it links (cuBLAS ...) are found at run time
+    driver: Path
+    library: Path  # the candidate's
+    library_dirs: tuple[Path, ...] = ()  # where the libraries they link (CUDA runtime, cuBLAS ...) are found
 
     def command(self, *, filtered: bool, limits: ResourceLimits = DRIVER_LIMITS) -> list[str]:
         """The argv that starts the driver; `filtered=False` leaves out the system-call filter."""
@@ -86,11 +91,11 @@ class DriverProgram(BaseModel):
                     "--data-bytes", str(limits.data_bytes)]
         if limits.cpu_seconds is not None:
             options += ["--cpu-seconds", str(limits.cpu_seconds)]
-        return [str(self.launcher), *options, str(self.library)]
+        return [str(self.launcher), *options, str(self.driver), str(self.library)]
 
     def view(self) -> SandboxView:
         """What the driver needs to see in a sandbox: itself, the GPU and the CUDA driver."""
-        return SandboxView(read_only=(self.launcher, self.library, *self.library_dirs), gpu=True)
+        return SandboxView(read_only=(self.launcher, self.driver, self.library, *self.library_dirs), gpu=True)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -208,8 +213,14 @@ class DriverError(Exception):
 
     @property
     def blocked(self) -> list[str]:
-        """What the sandbox stopped before the driver ended, as the launcher named it."""
-        return blocked_calls(self.stderr_tail)
+        """What the sandbox stopped before the driver ended, as the launcher named it, or, when the process
+        ended as the launcher ends it after a refused call (status 159, or killed by SIGSYS: a candidate that
+        blocked SIGSYS is killed by the kernel before the launcher can name the call) without a name, one
+        entry saying so."""
+        named = blocked_calls(self.stderr_tail)
+        if named or not (isinstance(self, DriverCrashed) and self.exit_status in SANDBOX_EXIT_STATUSES):
+            return named
+        return ["a forbidden system call (the candidate kept the launcher from naming it)"]
 
 
 class DriverTimeout(DriverError):
@@ -247,10 +258,10 @@ def blocked_calls(stderr: str) -> list[str]:
 def _describe_exit(exit_status: int | None) -> str:
     if exit_status is None:
         return ""
+    if exit_status in SANDBOX_EXIT_STATUSES:
+        return f" (driver stopped by the sandbox, status {exit_status})"
     if exit_status < 0:
         return f" (driver killed by {signal.Signals(-exit_status).name})"
-    if exit_status == BLOCKED_EXIT_STATUS:
-        return f" (driver stopped by the sandbox, status {exit_status})"
     return f" (driver exited with status {exit_status})"
 
 

@@ -29,8 +29,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
+from kernelblaster.tools import host_code
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import write_atomically
+from kernelblaster.tools.host_code import inline_assembly
 from kernelblaster.tools.sandbox import (
     ResourceLimits,
     Sandbox,
@@ -46,8 +48,8 @@ LINK_TIMEOUT_S = 120.0
 # Backstops against sources that make the toolchain write or hold huge files (`.incbin` in a loop).
 COMPILE_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share())
 
-# The candidate's workspace allocations are routed through the driver's poisoning wrappers
-# (harness/driver/kb_driver.cu); only the candidate's undefined references are redirected by --wrap.
+# The candidate's workspace allocations are routed through the trusted poisoning wrappers linked into its
+# library (harness/driver/kb_workspace.cu); only the candidate's undefined references are redirected by --wrap.
 WRAPPED_ALLOCATORS = ("cudaMalloc", "cudaMallocAsync", "cudaMallocFromPoolAsync", "cudaMallocPitch")
 
 Severity = Literal["error", "warning", "remark", "note"]
@@ -88,6 +90,14 @@ class KernelResources(BaseModel):
         )
 
 
+class AssemblyBlock(BaseModel):
+    """One inline assembly statement (or top-level asm) in host code, where the source put it."""
+
+    file: str
+    line: int
+    text: str
+
+
 class CompileResult(BaseModel):
     """The outcome of one nvcc invocation (compile or link)."""
 
@@ -103,6 +113,8 @@ class CompileResult(BaseModel):
     # Every file the preprocessor read, from nvcc -MD: relative to the source's folder when inside it (so a
     # cached result holds for the same source in another folder), else absolute.
     dependencies: list[str] = []
+    # With `inspect_host_code`: every inline assembly block in the host code, as the host compiler emitted it.
+    host_assembly: list[AssemblyBlock] = []
 
     @property
     def errors(self) -> list[CompilerMessage]:
@@ -214,20 +226,25 @@ def compile_object(
     cache_dir: Path | None,
     sandbox: Sandbox | None,
     timeout_s: float = COMPILE_TIMEOUT_S,
+    inspect_host_code: bool = False,
 ) -> CompileResult:
     """`nvcc -c` one source; a cache hit (same source, local headers, flags and nvcc) copies the object.
 
     nvcc runs in the source's folder on its bare name, so messages say `candidate.cu(12)` whatever the
     work directory, and a cached log reads the same as a fresh one. Objects are position-independent: they
-    end up in the shared library the driver's launcher loads.
+    end up in the shared libraries the driver's launcher loads. With `inspect_host_code`, the host compiler
+    also keeps the assembly it generates, and the inline assembly in it is listed (`host_assembly`, cached
+    with the object): what the source spelled, after every macro, stringisation and concatenation.
     """
     nvcc = find_nvcc()
-    flags = [*compile_flags(arch), *extra_flags]
+    flags = [*compile_flags(arch), *extra_flags, *(HOST_ASSEMBLY_FLAGS if inspect_host_code else ())]
     unsupported = arch_problem(arch)
     if unsupported is not None:
         raise UserFacingError(unsupported)
     includes = [f"-I{Path(d).resolve()}" for d in include_dirs]
-    cache_key = _cache_key(source, include_dirs, flags, nvcc_version(nvcc))
+    # The inspection's result is cached with the object: a change in how it inspects is a different key.
+    inspection = [f"host-code:{_HOST_CODE_DIGEST}"] if inspect_host_code else []
+    cache_key = _cache_key(source, include_dirs, [*flags, *inspection], nvcc_version(nvcc))
     if cache_dir is not None:
         hit = _load_cached(cache_dir, cache_key, output)
         if hit is not None:
@@ -239,34 +256,57 @@ def compile_object(
     result = _run_nvcc(command, output, arch=arch, timeout_s=timeout_s, cwd=source.parent.resolve(),
                        sandbox=sandbox, view=view)
     result.dependencies = _read_dependencies(dependency_file, source.parent.resolve())
+    if inspect_host_code:
+        result.host_assembly = _read_host_assembly(output, source.parent.resolve())
     if cache_dir is not None and result.ok:
         _store_cached(cache_dir, cache_key, result)
     return result
 
 
 def link_shared_library(
-    objects: list[Path], output: Path, *, arch: str, libraries: list[str], sandbox: Sandbox | None,
+    objects: Sequence[Path], output: Path, *, arch: str, libraries: Sequence[str], sandbox: Sandbox | None,
+    version_script: Path, soname: str | None = None, wrap_allocators: bool = False,
     timeout_s: float = LINK_TIMEOUT_S,
 ) -> CompileResult:
-    """Link the driver and candidate objects into one shared library, routing the candidate's allocations
-    through the driver. A shared library has no `.preinit_array`: its load-time code runs only when the
-    launcher loads it, after the launcher has confined the process."""
+    """Link objects (and shared libraries they bind to) into one shared library that exports what
+    `version_script` lists and nothing else, with every symbol bound when it loads (-z now) and its own
+    references bound to its own definitions (-Bsymbolic). `wrap_allocators` routes the objects' cudaMalloc
+    family through the poisoning wrappers (one of `objects` must be kb_workspace.o). The CUDA runtime is the
+    shared one, so the driver and the candidate use one runtime (one error state, one set of registrations)."""
     for library in libraries:
         if not re.fullmatch(r"[A-Za-z0-9_+.-]+", library):
             raise UserFacingError(f"bad library name {library!r}")
     wrap_flags = [flag for name in WRAPPED_ALLOCATORS for flag in ("-Xlinker", f"--wrap={name}")]
+    linker_flags = [
+        "--no-undefined",  # a missing symbol is a link error here, not a failure when the launcher loads it
+        "-z", "now", "-z", "relro", "-Bsymbolic", f"--version-script={version_script.resolve()}",
+        *(f"-rpath={folder}" for folder in cudart_dirs()),
+        *([f"-soname={soname}"] if soname else []),
+    ]
     command = [
         str(find_nvcc()),
         "-shared",
-        "-Xlinker",
-        "--no-undefined",  # a missing symbol is a link error here, not a failure when the launcher loads it
+        "-cudart", "shared",
         *arch_flags(arch),
         *(str(o) for o in objects),
-        *wrap_flags,
+        *(flag for item in linker_flags for flag in ("-Xlinker", item)),
+        *(wrap_flags if wrap_allocators else []),
         *(f"-l{library}" for library in libraries),
     ]
-    view = SandboxView(read_only=tuple(o.parent for o in objects))
+    view = SandboxView(read_only=tuple(dict.fromkeys([*(o.parent for o in objects), version_script.parent])))
     return _run_nvcc(command, output.resolve(), arch=arch, timeout_s=timeout_s, cwd=None, sandbox=sandbox, view=view)
+
+
+@cache
+def cudart_dirs() -> tuple[Path, ...]:
+    """The folders of the toolkit's shared CUDA runtime (libcudart.so), where the driver's and candidates'
+    libraries find it when they load (their run path, and what the driver's sandbox shows)."""
+    dry_run = subprocess.run([str(find_nvcc()), "--dryrun", "-shared", "-cudart", "shared", "-x", "cu", os.devnull,
+                              "-o", os.devnull], capture_output=True, text=True, check=False)
+    listed = re.findall(r"-L\"?([^\"\s]+)", "\n".join(line for line in (dry_run.stdout + dry_run.stderr).splitlines()
+                                                      if "LIBRARIES=" in line))
+    folders = [Path(folder).resolve() for folder in listed]
+    return tuple(dict.fromkeys(f for f in folders if any(f.glob("libcudart.so*")) and "stubs" not in f.parts))
 
 
 def compile_host_program(source: Path, output: Path, *, sandbox: Sandbox | None,
@@ -352,6 +392,32 @@ def host_include_dirs() -> tuple[Path, ...]:
                              check=False).stderr
     block = listing.partition("#include <...> search starts here:")[2].partition("End of search list.")[0]
     return tuple(Path(line.strip()).resolve() for line in block.splitlines() if line.strip())
+
+
+# The host compiler keeps its preprocessed input and the assembly it generates next to the object
+# (`.candidate.o.123.ii` and `.s` for the object `.candidate.o.123.partial`); tools/host_code.py reads them.
+HOST_ASSEMBLY_FLAGS = ("-Xcompiler", "-save-temps=obj")
+_HOST_CODE_DIGEST = hashlib.sha256(Path(host_code.__file__).read_bytes()).hexdigest()[:16]
+
+
+def _read_host_assembly(output: Path, source_dir: Path) -> list[AssemblyBlock]:
+    """The inline assembly of the host code the compile of `output` kept (tools/host_code.py); the kept files
+    are removed. The candidate's own lines are those of files in `source_dir` (named relatively, as nvcc runs
+    there), not nvcc's generated ones (`tmpxft_...`)."""
+    def candidate_file(name: str) -> bool:
+        if name.startswith("/"):
+            return Path(name).resolve().is_relative_to(source_dir)
+        return not name.startswith(("<", "tmpxft_"))
+
+    kept = {path.suffix: path for path in output.parent.glob(f".{output.name}.*") if path.suffix in (".ii", ".s")}
+    try:
+        preprocessed = kept[".ii"].read_text(errors="replace") if ".ii" in kept else ""
+        assembly = kept[".s"].read_text(errors="replace") if ".s" in kept else ""
+    finally:
+        for path in kept.values():
+            path.unlink(missing_ok=True)
+    return [AssemblyBlock(file=f.file, line=f.line, text=f.text)
+            for f in inline_assembly(preprocessed, assembly, candidate_file)]
 
 
 def _read_dependencies(dependency_file: Path, cwd: Path) -> list[str]:

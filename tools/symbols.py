@@ -1,26 +1,42 @@
-"""Symbol check of a compiled candidate object (`nm -C`), with the catalogue it enforces.
+"""The check of a compiled candidate (its object and its linked library), and the catalogue of forbidden API
+families that names the reasons.
+
+The boundary is an allowlist (tools/allowed_imports.py): the object and its library may import only what
+is listed there (or belongs to a library the run allows), so a glibc function nobody thought of is refused
+like a listed one. The object may not carry code that runs when its library loads (init, fini and preinit
+arrays by section type or name, IFUNC resolvers), except nvcc's own registration constructor, nor define
+names the harness reserves; the library exports kb_forward alone.
 
 The catalogue lists the API families candidates may not use (files, processes and signals, raw system
 calls, environment, threads, dynamic loading and symbol lookup, IPC, profiler control, device control,
-host callbacks, managed memory, a changed default stream) and the libraries a run may allow. The object
-check catches uses that a macro hides from the source check (harness/static_check.py applies the same
-catalogue to the source text): the functions the object needs from elsewhere, weak
-references included (`nm` prints them `w`/`v`), also under glibc's internal aliases (`__libc_system`,
-`_IO_popen`, `__open64_2`), and, for header-only libraries, the symbols the object defines.
+host callbacks, managed memory, a changed default stream) and the libraries a run may allow. It is the
+readable early warning: the source check (harness/static_check.py) applies it to the source text, and a
+refused import that it knows gets its reason (also under glibc's internal aliases, `__libc_system`,
+`_IO_popen`, `__open64_2`); for header-only libraries the symbols the object defines give them away.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from kernelblaster.tools.allowed_imports import ALLOWED_WORDS, LINK_IMPORTS, is_listed, plain_name
+from kernelblaster.tools.elf import (
+    SHT_FINI_ARRAY,
+    SHT_INIT_ARRAY,
+    SHT_PREINIT_ARRAY,
+    STB_LOCAL,
+    STT_GNU_IFUNC,
+    STT_SECTION,
+    ElfFile,
+    Relocation,
+)
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.nvcc import demangle
 
 
 def _words(names: str) -> tuple[str, ...]:
@@ -197,65 +213,150 @@ def link_libraries(allow: frozenset[str]) -> list[str]:
 
 
 class SymbolViolation(BaseModel):
-    """A forbidden function or library symbol the candidate object refers to."""
+    """A symbol or section of the candidate's object or library that breaks a rule."""
 
     rule: str
     symbol: str
     message: str
 
 
-def object_symbols(object_path: Path) -> list[tuple[str, str]]:
-    """(nm type letter, demangled name) of every symbol in the object (`nm -C`)."""
-    nm = shutil.which("nm")
-    if nm is None:
-        raise UserFacingError("nm not found: install binutils (it checks what a compiled candidate calls)")
-    completed = subprocess.run([nm, "-C", str(object_path)], capture_output=True, text=True, check=False)
-    if completed.returncode != 0:
-        raise UserFacingError(f"nm could not read {object_path}: {completed.stderr.strip()}")
-    # Lines read "<value or blanks> T name"; demangled C++ names contain spaces, so split after the type.
-    symbols = []
-    for line in completed.stdout.splitlines():
-        match = re.match(r"^(?:[0-9a-fA-F]+| *) (?P<type>\S) (?P<name>.+)$", line)
-        if match:
-            symbols.append((match["type"], match["name"]))
-    return symbols
+# Names the trusted parts of the link define or use: a candidate defining one would take the place of the
+# harness's own (its workspace wrappers, the driver's poison flag and entry, the C runtime's _init/_fini).
+_RESERVED = re.compile(r"^(?:kb_poison_workspace|kb_driver_main|__wrap_\w+|__real_\w+|_init|_fini)$")
+# nvcc registers the fatbinary and kernels from one static constructor of its own in every object.
+_NVCC_CONSTRUCTORS = frozenset({"_ZL24__sti____cudaRegisterAllv", "__sti____cudaRegisterAll"})
+# Before GCC 13, `#include <iostream>` gives every object a static std::ios_base::Init and the initialiser that
+# constructs it and registers its destructor; an initialiser that refers to nothing else is that alone.
+_IOSTREAM_INIT_REFERENCES = frozenset({"_ZNSt8ios_base4InitC1Ev", "_ZNSt8ios_base4InitD1Ev", "__cxa_atexit",
+                                       "__dso_handle", "_ZStL8__ioinit"})
+_LOAD_TIME_NAMES = re.compile(r"^\.(?:init|fini)$|^\.(?:init_array|fini_array|preinit_array|ctors|dtors)(?:\.|$)")
+LOAD_TIME_HINT = ("make the object a function-local static (created on first use) or a plain pointer set up in "
+                  "kb_forward")
 
 
 def undefined_symbols(object_path: Path) -> list[str]:
-    """Demangled names the object needs from elsewhere, weak references (`w`, `v`) included."""
-    return _needed_and_defined(object_path)[0]
+    """Demangled names the object needs from elsewhere, weak references included."""
+    needed = [symbol.name for symbol in ElfFile(object_path).symbols() if symbol.name and not symbol.defined]
+    names = demangle(needed)
+    return [names[name] for name in needed]
 
 
-_UNDEFINED = frozenset("Uwv")
-
-
-def _needed_and_defined(object_path: Path) -> tuple[list[str], list[str]]:
-    symbols = object_symbols(object_path)
-    return ([name for kind, name in symbols if kind in _UNDEFINED],
-            [name for kind, name in symbols if kind not in _UNDEFINED])
-
-
-def check_object_symbols(object_path: Path, allow: frozenset[str]) -> list[SymbolViolation]:
-    """Violations in what a compiled candidate object calls, and library code it was built from."""
-    needed, defined = _needed_and_defined(object_path)
-    violations = find_symbol_violations(needed, allow)
+def check_object(object_path: Path, allow: frozenset[str]) -> list[SymbolViolation]:
+    """Violations in a compiled candidate object: imports that are not listed (tools/allowed_imports.py),
+    library code it was built from, names reserved for the harness, and code that would run when its library
+    loads (anything in the init and fini arrays besides nvcc's own registration, whatever the section is
+    called; IFUNC resolvers)."""
+    elf = ElfFile(object_path)
+    symbols = elf.symbols()
+    needed = [symbol.name for symbol in symbols if symbol.name and not symbol.defined]
+    defined = [symbol for symbol in symbols if symbol.name and symbol.defined]
+    names = demangle([*needed, *(symbol.name for symbol in defined)])
+    violations = [v for name in needed if (v := import_violation(name, names[name], allow)) is not None]
     seen = {v.rule for v in violations}
-    for name in defined:
-        violation = _library_violation(name, allow)
+    for symbol in defined:
+        violation = _library_violation(names[symbol.name], allow)
         if violation is not None and violation.rule not in seen:
             seen.add(violation.rule)
             violations.append(violation)
+        if symbol.binding != STB_LOCAL and _RESERVED.match(symbol.name):
+            violations.append(SymbolViolation(
+                rule="reserved_name", symbol=symbol.name,
+                message=f"the object defines {symbol.name}, a name the harness reserves; rename it"))
+        if symbol.type == STT_GNU_IFUNC:
+            violations.append(SymbolViolation(
+                rule="load_time_code", symbol=names[symbol.name],
+                message=f"{names[symbol.name]} is an IFUNC, whose resolver runs when the library loads; candidates "
+                        "may not run code at load time"))
+    return violations + load_time_code(elf)
+
+
+def load_time_code(elf: ElfFile) -> list[SymbolViolation]:
+    """Entries of the object's init, fini and preinit arrays (by section type or name) other than nvcc's own
+    registration constructor and <iostream>'s initialiser, and `.init`/`.fini` code."""
+    violations = []
+    for section in elf.sections:
+        by_type = section.type in (SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY)
+        if not (by_type or _LOAD_TIME_NAMES.match(section.name)) or section.name.startswith(".rela"):
+            continue
+        entries = elf.relocations(section)
+        targets = [_target_name(elf, relocation) for relocation in entries]
+        others = [name for relocation, name in zip(entries, targets, strict=True)
+                  if name not in _NVCC_CONSTRUCTORS and not _only_iostream_init(elf, relocation)]
+        expected = (section.name == ".init_array" and section.type == SHT_INIT_ARRAY
+                    and section.size == 8 * len(entries) and sum(name in _NVCC_CONSTRUCTORS for name in targets) <= 1)
+        if expected and not others:
+            continue
+        functions = [_describe_function(name) for name in others] or [section.name]
+        violations.append(SymbolViolation(
+            rule="load_time_code", symbol=section.name,
+            message=f"{', '.join(functions)} would run when the library loads or unloads (a constructor, "
+                    f"destructor or global object with one; section {section.name}): candidates may not run code "
+                    f"at load time; {LOAD_TIME_HINT}"))
     return violations
+
+
+def _only_iostream_init(elf: ElfFile, entry: Relocation) -> bool:
+    """Whether an init array entry is the initialiser of <iostream>'s std::ios_base::Init and nothing else."""
+    symbol = entry.symbol
+    function = elf.function_at(symbol.section, entry.addend) if symbol.type == STT_SECTION else next(
+        (s for s in elf.symbols() if s.name == symbol.name and s.defined), None)
+    if function is None or not function.name.startswith("_GLOBAL__sub_I_") or function.size == 0:
+        return False
+    inside = [r for r in elf.relocations(elf.sections[function.section])
+              if function.value <= r.offset < function.value + function.size]
+    return bool(inside) and all(elf.target(r) in _IOSTREAM_INIT_REFERENCES for r in inside)
+
+
+def _describe_function(name: str) -> str:
+    """A load-time function as a reader knows it: the compiler's initialiser of global objects by what it is."""
+    if name.startswith("_GLOBAL__sub_I_"):
+        return "the initialisation of a global object with a constructor"
+    if name.startswith("_GLOBAL__sub_D_"):
+        return "the destruction of a global object"
+    return demangle([name])[name]
+
+
+def _target_name(elf: ElfFile, relocation: Relocation) -> str:
+    """The function a relocation points at (through its section symbol and offset when it names no function)."""
+    symbol = relocation.symbol
+    if symbol.type == STT_SECTION:
+        function = elf.function_at(symbol.section, relocation.addend)
+        return function.name if function is not None else f"code at {elf.sections[symbol.section].name}+" \
+                                                           f"{relocation.addend:#x}"
+    return symbol.name
+
+
+def check_library(library_path: Path, allow: frozenset[str]) -> list[SymbolViolation]:
+    """Violations in the candidate's linked shared library: it exports kb_forward alone, and imports nothing
+    but the listed symbols and what the trusted parts of the link need."""
+    dynamic = [symbol for symbol in ElfFile(library_path).symbols(dynamic=True) if symbol.name]
+    exported = sorted({s.name for s in dynamic if s.defined and s.binding != STB_LOCAL} - {"kb_forward"})
+    needed = [s.name for s in dynamic if not s.defined and plain_name(s.name) not in LINK_IMPORTS]
+    names = demangle(needed)
+    violations = [v for name in needed if (v := import_violation(name, names[name], allow)) is not None]
+    if exported:
+        violations.append(SymbolViolation(
+            rule="exports", symbol=exported[0],
+            message=f"the candidate's library exports {', '.join(exported[:5])}: it may export kb_forward alone"))
+    return violations
+
+
+def import_violation(name: str, demangled: str, allow: frozenset[str]) -> SymbolViolation | None:
+    """Why importing `name` is refused, or None when it is listed; a name in the catalogue of forbidden API
+    families gets its family's reason, a library's symbol the --allow that permits it."""
+    patterns = tuple(library.symbol_pattern for library in LIBRARIES if library.name in allow)
+    if is_listed(name, demangled, patterns):
+        return None
+    shown = plain_name(demangled)
+    return (_api_violation(shown) or _library_violation(shown, allow)
+            or SymbolViolation(rule="unlisted_import", symbol=shown,
+                               message=f"the object calls {shown}, which it does not define and which is not on the "
+                                       f"list of what candidates may call ({ALLOWED_WORDS}; tools/allowed_imports.py)"))
 
 
 def find_symbol_violations(symbols: Iterable[str], allow: frozenset[str]) -> list[SymbolViolation]:
-    """Violations among undefined symbols, one per symbol, in the order given."""
-    violations: list[SymbolViolation] = []
-    for symbol in symbols:
-        violation = _api_violation(symbol) or _library_violation(symbol, allow)
-        if violation is not None:
-            violations.append(violation)
-    return violations
+    """Violations among undefined symbols (demangled names), one per symbol, in the order given."""
+    return [v for symbol in symbols if (v := import_violation(symbol, symbol, allow)) is not None]
 
 
 def _api_violation(symbol: str) -> SymbolViolation | None:

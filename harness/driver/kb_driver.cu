@@ -1,10 +1,13 @@
 // KernelBlaster test driver: runs one candidate's kb_forward in its own process, on buffers the trusted
 // Python harness owns and shares through CUDA IPC, and answers a one-line JSON protocol.
 //
-// Compiled once per GPU arch to driver.o and linked with each candidate object into one shared library,
-// which the launcher (kb_launcher.c) loads after it has confined the process; the launcher then calls
-// kb_driver_main with the protocol's file descriptor. A crash, hang or sticky CUDA error in the candidate
-// kills only this process. The reference output never enters it.
+// Built once per GPU arch into its own shared library (kb_driver.map: it exports kb_driver_main and the
+// workspace-poisoning flag alone, and is linked -z now -Bsymbolic, so every call it makes is bound to its
+// own code or its libraries before any candidate code exists in the process). Each candidate is a second
+// shared library (exporting kb_forward alone) that the launcher (kb_launcher.c) loads after this one, with
+// RTLD_LOCAL, once it has confined the process; nothing here can bind to a candidate's symbol. The launcher
+// then calls kb_driver_main with the protocol's file descriptor and the candidate's kb_forward. A crash,
+// hang or sticky CUDA error in the candidate kills only this process. The reference output never enters it.
 //
 // Protocol (one JSON object per line on stdin, exactly one JSON object per line in reply on the protocol
 // fd; every reply has "ok" and echoes the request's "seq"; errors have "error", "fatal" when the driver
@@ -46,61 +49,29 @@ using kbjson::RequestError;
 using kbjson::Value;
 
 // ---------------------------------------------------------------------------------------------------
-// Workspace poisoning. The candidate's calls to the cudaMalloc family are redirected here at link time
-// (-Xlinker --wrap=cudaMalloc ...). During every call of `run`, `batch` and `time` new workspace is filled
-// with 0xFF bytes, a NaN pattern for every float type, so a candidate that reads memory it never wrote (for
-// example a previous call's results left in a recycled allocation) fails whichever call is checked. The same
-// in verification and timing, so a candidate cannot tell them apart by its workspace; the memset is charged
-// to the call that allocates, as the allocation is. Profiling calls are not poisoned.
+// Workspace poisoning. The candidate's cudaMalloc family is wrapped inside its own library
+// (kb_workspace.cu), which reads this flag: during every call of `run`, `batch` and `time` new workspace is
+// filled with 0xFF bytes, a NaN pattern for every float type, so a candidate that reads memory it never wrote
+// (for example a previous call's results left in a recycled allocation) fails whichever call is checked. The
+// same in verification and timing, so a candidate cannot tell them apart by its workspace; the memset is
+// charged to the call that allocates, as the allocation is. Profiling calls are not poisoned. Exported
+// (kb_driver.map) so that the candidate's library binds to it; nothing else is.
 // ---------------------------------------------------------------------------------------------------
 extern "C" {
-cudaError_t __real_cudaMalloc(void** ptr, size_t size);
-cudaError_t __real_cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream);
-cudaError_t __real_cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream);
-cudaError_t __real_cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height);
+__attribute__((visibility("default"))) volatile int kb_poison_workspace = 0;
 }
-
-static bool g_poison_workspace = false;
 constexpr int kPoisonByte = 0xFF;
 
 // Poisoning is on exactly while this lives, also when the call throws.
 struct PoisonWorkspace {
-  PoisonWorkspace() { g_poison_workspace = true; }
-  ~PoisonWorkspace() { g_poison_workspace = false; }
+  PoisonWorkspace() { kb_poison_workspace = 1; }
+  ~PoisonWorkspace() { kb_poison_workspace = 0; }
 };
 
-// cudaMemset runs on the legacy default stream, which does not order against the candidate's
-// non-blocking stream, so wait for it before the candidate can launch a reader.
-static cudaError_t poison_now(void* ptr, size_t bytes) {
-  cudaError_t err = cudaMemset(ptr, kPoisonByte, bytes);
-  return err == cudaSuccess ? cudaStreamSynchronize(cudaStreamLegacy) : err;
-}
-
-extern "C" cudaError_t __wrap_cudaMalloc(void** ptr, size_t size) {
-  cudaError_t err = __real_cudaMalloc(ptr, size);
-  if (err != cudaSuccess || !g_poison_workspace || size == 0) return err;
-  return poison_now(*ptr, size);
-}
-
-extern "C" cudaError_t __wrap_cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height) {
-  cudaError_t err = __real_cudaMallocPitch(ptr, pitch, width, height);
-  if (err != cudaSuccess || !g_poison_workspace || *pitch * height == 0) return err;
-  return poison_now(*ptr, *pitch * height);
-}
-
-// Stream-ordered allocations are poisoned in stream order, before anything the candidate enqueues next.
-extern "C" cudaError_t __wrap_cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
-  cudaError_t err = __real_cudaMallocAsync(ptr, size, stream);
-  if (err != cudaSuccess || !g_poison_workspace || size == 0) return err;
-  return cudaMemsetAsync(*ptr, kPoisonByte, size, stream);
-}
-
-extern "C" cudaError_t __wrap_cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool,
-                                                      cudaStream_t stream) {
-  cudaError_t err = __real_cudaMallocFromPoolAsync(ptr, size, pool, stream);
-  if (err != cudaSuccess || !g_poison_workspace || size == 0) return err;
-  return cudaMemsetAsync(*ptr, kPoisonByte, size, stream);
-}
+// The candidate's entry point: the launcher looks it up in the candidate's own library and hands it over,
+// so nothing in the driver refers to a candidate symbol by name.
+using KbForward = int (*)(const KBTensor*, const KBTensor*, KBTensor*, cudaStream_t);
+static KbForward g_forward = nullptr;
 
 // ---------------------------------------------------------------------------------------------------
 // Failures. RequestError (bad request) and CandidateFailed (kb_forward returned nonzero or threw) are
@@ -301,7 +272,7 @@ static std::string handle_setup(Session& s, const Value& req) {
   check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "creating the stream");
   check(cudaEventCreate(&s.start), "creating the start event");
   check(cudaEventCreate(&s.stop), "creating the stop event");
-  if (s.flush_bytes > 0) check(__real_cudaMalloc(&s.flush_buffer, s.flush_bytes), "allocating the L2 flush buffer");
+  if (s.flush_bytes > 0) check(cudaMalloc(&s.flush_buffer, s.flush_bytes), "allocating the L2 flush buffer");
   int device = 0, persisting_max = 0, sms = 0;
   check(cudaGetDevice(&device), "reading the device");
   check(cudaDeviceGetAttribute(&persisting_max, cudaDevAttrMaxPersistingL2CacheSize, device), "reading L2 limits");
@@ -324,7 +295,7 @@ static std::string handle_setup(Session& s, const Value& req) {
 // calls; callers make it before any timed region.
 static int call_candidate(TensorSet args, cudaStream_t stream, size_t set) {
   try {
-    return kb_forward(args.inputs.data(), args.params.data(), args.outputs.data(), stream);
+    return g_forward(args.inputs.data(), args.params.data(), args.outputs.data(), stream);
   } catch (const std::exception& e) {
     throw CandidateFailed("kb_forward threw " + std::string(e.what()) + " (set " + std::to_string(set) + ")", -1);
   } catch (...) {
@@ -474,7 +445,7 @@ static std::string json_list(const std::vector<double>& values) {
 struct Fingerprints {
   unsigned long long* slots = nullptr;
   explicit Fingerprints(int64_t count) {
-    check(__real_cudaMalloc(reinterpret_cast<void**>(&slots), count * sizeof *slots), "allocating fingerprints");
+    check(cudaMalloc(reinterpret_cast<void**>(&slots), count * sizeof *slots), "allocating fingerprints");
     check(cudaMemset(slots, 0, count * sizeof *slots), "clearing fingerprints");
     check(cudaDeviceSynchronize(), "clearing fingerprints");  // cudaMemset does not order against our stream
   }
@@ -618,9 +589,11 @@ static Value parse_request(const std::string& line, int64_t& seq) {
   return req;
 }
 
-// Called by the launcher once it has confined the process and pointed fd 1 at stderr, so whatever the
-// candidate prints (printf, std::cout, device printf) goes to stderr; replies go to `protocol_fd`.
-extern "C" __attribute__((visibility("default"))) int kb_driver_main(int protocol_fd) {
+// Called by the launcher once it has confined the process, pointed fd 1 at stderr (so whatever the
+// candidate prints, printf, std::cout or device printf, goes to stderr; replies go to `protocol_fd`) and
+// loaded the candidate's library, with the candidate's kb_forward.
+extern "C" __attribute__((visibility("default"))) int kb_driver_main(int protocol_fd, KbForward forward) {
+  g_forward = forward;
   g_protocol = fdopen(protocol_fd, "w");
   if (g_protocol == nullptr) {
     std::perror("kb_driver: opening the protocol channel");

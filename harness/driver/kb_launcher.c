@@ -1,19 +1,25 @@
 // KernelBlaster driver launcher: the trusted first code of every driver process.
 //
-//   kb_launcher [--no-filter] [--cpu-seconds N] [--file-bytes N] [--tasks N] [--data-bytes N] LIBRARY
+//   kb_launcher [--no-filter] [--cpu-seconds N] [--file-bytes N] [--tasks N] [--data-bytes N]
+//               DRIVER_LIBRARY CANDIDATE_LIBRARY
 //
-// The driver and the candidate are linked into one shared library (LIBRARY). Code in it can run before
-// any function of it is called (constructors of any priority, IFUNC resolvers), so everything the
-// candidate must not escape is set up here, before the library is loaded:
+// The driver and the candidate are two shared libraries, two link units: the driver's (trusted, exporting
+// kb_driver_main) and the candidate's (exporting kb_forward alone). Code in a library can run before any
+// of its functions is called (constructors, IFUNC resolvers; the build refuses a candidate's, but the
+// rules are not the boundary), so everything the candidate must not escape is set up here, before either
+// library is loaded:
 //   1. resource limits (CPU seconds, file size, tasks, data segment; no core files);
 //   2. a seccomp filter, inherited by every thread, that stops starting processes (fork, vfork, clone
 //      without CLONE_THREAD), running programs (execve, execveat), tracing or reading other processes,
 //      the kernel keyring, BPF, io_uring, userfaultfd, mounts and namespaces, and module loading. Such a
-//      call raises SIGSYS; the handler below names it on stderr and ends the process with status 159
-//      (128 + SIGSYS, what a shell reports for a SIGSYS death), which the harness reports as blocked;
+//      call raises SIGSYS; the handler below names it on (a private copy of) stderr and ends the process
+//      with status 159 (128 + SIGSYS, what a shell reports for a SIGSYS death), which the harness reports as
+//      blocked. Replacing that handler is refused the same way; a candidate that blocks SIGSYS dies of it,
+//      with the same status and no name;
 //   3. the protocol channel: replies go to a private copy of stdout, and fd 1 becomes stderr, so what
 //      the candidate prints never lands in the protocol by accident.
-// Only then is LIBRARY loaded and its kb_driver_main(protocol_fd) called. Nothing after this point is
+// Only then is the driver loaded (RTLD_NOW: all its symbols bound), then the candidate (RTLD_NOW |
+// RTLD_LOCAL: nothing loaded before it can bind to it), and kb_driver_main(protocol_fd, kb_forward) called. Nothing after this point is
 // trusted: a filter cannot be removed, and the launcher itself never needs execve, so the ban holds for
 // the candidate without exceptions. With ncu, ncu starts this launcher and its own injection rides along.
 // `--no-filter` skips the filter (`--unsafe-no-sandbox` runs).
@@ -91,11 +97,18 @@ static const struct Blocked kBlocked[] = {
     {__NR_reboot, "reboot", "reboot"},
 };
 static const struct Blocked kCloneProcess = {__NR_clone, "clone", "start a process"};
+// Replacing or ignoring the SIGSYS handler below would let a refused call pass unreported.
+static const struct Blocked kTakeOverSigsys = {__NR_rt_sigaction, "rt_sigaction",
+                                               "take over the handler that reports forbidden calls"};
+
+// The handler reports on a private copy of stderr, so a candidate that closed or redirected fd 2 is still
+// named.
+static int g_report_fd = STDERR_FILENO;
 
 static void write_text(const char* text) {
   size_t left = strlen(text);
   while (left > 0) {
-    ssize_t n = write(STDERR_FILENO, text, left);
+    ssize_t n = write(g_report_fd, text, left);
     if (n <= 0) return;
     text += n;
     left -= (size_t)n;
@@ -104,17 +117,19 @@ static void write_text(const char* text) {
 
 static const struct Blocked* blocked_call(int nr) {
   if (nr == kCloneProcess.nr) return &kCloneProcess;
+  if (nr == kTakeOverSigsys.nr) return &kTakeOverSigsys;
   for (size_t i = 0; i < sizeof kBlocked / sizeof kBlocked[0]; ++i)
     if (kBlocked[i].nr == nr) return &kBlocked[i];
   return NULL;
 }
 
-// Async-signal-safe: only write() and exit_group. The harness looks for this exact prefix.
+// Async-signal-safe: only write() and exit_group. The harness looks for this exact prefix at the start of
+// a line; the newline before it ends whatever partial line the candidate left.
 static void on_blocked(int sig, siginfo_t* info, void* context) {
   (void)sig;
   (void)context;
   const struct Blocked* call = blocked_call(info->si_syscall);
-  write_text("kernelblaster-sandbox: blocked ");
+  write_text("\nkernelblaster-sandbox: blocked ");
   write_text(call ? call->name : "a system call");
   write_text(" (the candidate tried to ");
   write_text(call ? call->attempt : "make a forbidden system call");
@@ -141,6 +156,18 @@ static size_t build_filter(struct sock_filter* f) {
     f[n++] = KB_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)kBlocked[i].nr, 0, 1);
     f[n++] = KB_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
   }
+  // rt_sigaction(SIGSYS, act != NULL, ...): a new handler (or SIG_IGN) for SIGSYS. Asking for the current
+  // one (act == NULL) is allowed. A candidate that blocks SIGSYS instead is killed by it (the kernel forces
+  // the default action on a blocked SIGSYS from seccomp): status 159 without a name.
+  f[n++] = KB_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_rt_sigaction, 0, 8);
+  f[n++] = KB_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]));
+  f[n++] = KB_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SIGSYS, 0, 4);
+  f[n++] = KB_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1]));
+  f[n++] = KB_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 3);
+  f[n++] = KB_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1]) + 4);
+  f[n++] = KB_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1);
+  f[n++] = KB_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  f[n++] = KB_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP);
   // clone3 passes its flags in memory, out of a filter's reach: refuse it, and glibc falls back to clone.
   f[n++] = KB_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1);
   f[n++] = KB_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS);
@@ -209,20 +236,28 @@ int main(int argc, char** argv) {
     }
     if (set_limit(resource, value) != 0) fail("setting a resource limit", strerror(errno));
   }
-  if (i + 1 != argc) {
+  if (i + 2 != argc) {
     fprintf(stderr, "usage: kb_launcher [--no-filter] [--cpu-seconds N] [--file-bytes N] [--tasks N] "
-                    "[--data-bytes N] LIBRARY\n");
+                    "[--data-bytes N] DRIVER_LIBRARY CANDIDATE_LIBRARY\n");
     return kExitUsage;
   }
   if (set_limit(RLIMIT_CORE, 0) != 0) fail("disabling core files", strerror(errno));
+  g_report_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (g_report_fd < 0) fail("copying stderr", strerror(errno));
   if (filter && install_filter() != 0) fail("installing the system-call filter", strerror(errno));
 
   int protocol_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
   if (protocol_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) fail("taking stdout", strerror(errno));
 
-  void* library = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
-  if (library == NULL) fail("cannot load the driver library", dlerror());
-  int (*driver_main)(int) = (int (*)(int))dlsym(library, "kb_driver_main");
+  // The driver first, every symbol bound now: when the candidate's library arrives, nothing in the driver
+  // is left to bind, and RTLD_LOCAL keeps the candidate's symbols out of every other object's scope.
+  void* driver = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
+  if (driver == NULL) fail("cannot load the driver library", dlerror());
+  int (*driver_main)(int, void*) = (int (*)(int, void*))dlsym(driver, "kb_driver_main");
   if (driver_main == NULL) fail("the driver library has no kb_driver_main", dlerror());
-  return driver_main(protocol_fd);
+  void* candidate = dlopen(argv[i + 1], RTLD_NOW | RTLD_LOCAL);
+  if (candidate == NULL) fail("cannot load the candidate's library", dlerror());
+  void* forward = dlsym(candidate, "kb_forward");
+  if (forward == NULL) fail("the candidate's library has no kb_forward", dlerror());
+  return driver_main(protocol_fd, forward);
 }

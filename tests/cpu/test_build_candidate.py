@@ -1,4 +1,5 @@
-"""harness/build.py: the stages of building one candidate, the link with the driver, and the object check."""
+"""harness/build.py: the stages of building one candidate, its own link unit beside the driver's, and the object
+check."""
 
 from __future__ import annotations
 
@@ -49,17 +50,46 @@ def calls_in_function(linked: Path, function: str) -> list[str]:
     return re.findall(r"\bcall\s+\S+\s+<([^>@+]+)", body)
 
 
-def test_a_correct_candidate_builds_a_driver_library_and_its_launcher(scale_ok: BuildResult) -> None:
+def test_a_correct_candidate_builds_its_library_beside_the_driver_library_and_the_launcher(
+        scale_ok: BuildResult) -> None:
     assert scale_ok.stage == "ok"
     assert scale_ok.violations == []
     assert scale_ok.program is not None and scale_ok.program.library.name == "candidate.so"
+    assert scale_ok.program.driver.is_file() and scale_ok.program.driver != scale_ok.program.library
     assert os.access(scale_ok.program.launcher, os.X_OK)
 
 
-def test_the_driver_library_exports_the_entry_the_launcher_calls(scale_ok: BuildResult) -> None:
-    exported = subprocess.run(["nm", "-D", "--defined-only", str(library(scale_ok))], capture_output=True, text=True,
-                              check=True).stdout
-    assert re.search(r" T kb_driver_main$", exported, re.MULTILINE)
+def exported(linked: Path) -> set[str]:
+    listing = subprocess.run(["nm", "-D", "--defined-only", str(linked)], capture_output=True, text=True,
+                             check=True).stdout
+    return {line.split()[-1] for line in listing.splitlines() if line.strip()}
+
+
+def test_the_candidate_library_exports_kb_forward_alone(scale_ok: BuildResult) -> None:
+    assert exported(library(scale_ok)) == {"kb_forward"}
+
+
+def test_the_driver_library_exports_its_entry_and_the_poison_flag_alone(scale_ok: BuildResult) -> None:
+    assert scale_ok.program is not None
+    assert exported(scale_ok.program.driver) == {"kb_driver_main", "kb_poison_workspace"}
+
+
+def dynamic_section(linked: Path) -> str:
+    return subprocess.run(["readelf", "-d", str(linked)], capture_output=True, text=True, check=True).stdout
+
+
+def test_both_libraries_bind_every_symbol_at_load_and_their_own_references_to_themselves(
+        scale_ok: BuildResult) -> None:
+    assert scale_ok.program is not None
+    for linked in (scale_ok.program.driver, library(scale_ok)):
+        assert re.search(r"\(FLAGS\)\s+SYMBOLIC BIND_NOW", dynamic_section(linked)), linked
+
+
+def test_the_candidate_library_binds_the_poison_flag_from_the_driver_library(scale_ok: BuildResult) -> None:
+    assert "Shared library: [libkb_driver.so]" in dynamic_section(library(scale_ok))
+    needed = subprocess.run(["nm", "-D", "--undefined-only", str(library(scale_ok))], capture_output=True,
+                            text=True, check=True).stdout
+    assert re.search(r" U kb_poison_workspace$", needed, re.MULTILINE)
 
 
 def test_the_source_and_header_are_written_into_the_work_directory(scale_ok: BuildResult) -> None:
@@ -131,12 +161,13 @@ def test_calls_hidden_by_macros_are_caught_in_the_compiled_object(tmp_path: Path
     assert result.compile is not None and result.link is None
 
 
-def test_an_unresolved_symbol_is_a_link_error_naming_it(tmp_path: Path, build_cache: Path,
+def test_a_call_of_a_function_defined_nowhere_is_refused_naming_it(tmp_path: Path, build_cache: Path,
         sandbox: Sandbox) -> None:
     result = build("undefined_helper", tmp_path, build_cache, sandbox)
-    assert result.stage == "link_error"
-    assert any("helper_defined_nowhere" in m.text for m in result.messages if m.severity == "error")
-    assert result.program is None
+    assert result.stage == "static_violation"
+    [violation] = result.violations
+    assert violation.rule == "unlisted_import" and "helper_defined_nowhere" in violation.message
+    assert "does not define" in violation.message and result.program is None
 
 
 def test_library_symbols_are_violations_unless_the_library_is_allowed() -> None:
@@ -164,3 +195,25 @@ def test_the_symbols_nvcc_itself_emits_are_not_violations(scale_ok: BuildResult)
 def test_allowed_libraries_are_linked_by_their_library_names() -> None:
     assert link_libraries(frozenset({"cublas"})) == ["cublas", "cublasLt"]
     assert link_libraries(frozenset({"cutlass"})) == []
+
+
+IOSTREAM_PRINT = ("if (cudaGetLastError() != cudaSuccess) { std::cerr << \"launch failed\" << std::endl; return 3; }\n"
+                  "  return 0;")
+
+
+def test_a_candidate_printing_with_iostream_builds(tmp_path: Path, build_cache: Path, sandbox: Sandbox) -> None:
+    # Before GCC 13, <iostream> puts a std::ios_base::Init initialiser in the init array: allowed, that alone.
+    source = "#include <iostream>\n" + (FIXTURES / "scale_ok.cu").read_text().replace(
+        "return cudaGetLastError() == cudaSuccess ? 0 : 3;", IOSTREAM_PRINT)
+    built = build_candidate(source, HEADER, tmp_path, arch=ARCH, allow=frozenset(), cache_dir=build_cache,
+                            sandbox=sandbox)
+    assert built.stage == "ok", [v.message for v in built.violations]
+
+
+def test_iostream_does_not_cover_another_global_object_with_a_constructor(tmp_path: Path, build_cache: Path,
+                                                                           sandbox: Sandbox) -> None:
+    source = ("#include <iostream>\n#include <vector>\nstatic std::vector<int> sizes(4);\n"
+              + (FIXTURES / "scale_ok.cu").read_text())
+    built = build_candidate(source, HEADER, tmp_path, arch=ARCH, allow=frozenset(), cache_dir=build_cache,
+                            sandbox=sandbox)
+    assert [v.rule for v in built.violations] == ["load_time_code"]

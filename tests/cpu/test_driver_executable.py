@@ -13,8 +13,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelblaster.harness.build import build_candidate
+from kernelblaster.harness.build import (
+    CANDIDATE_VERSION_SCRIPT,
+    DRIVER_DIR,
+    WORKSPACE_SOURCE,
+    build_candidate,
+    trusted_object,
+)
 from kernelblaster.tools.driver_process import DriverCrashed, DriverProgram, DriverSession, IpcTensor, TensorSet
+from kernelblaster.tools.nvcc import compile_object, link_shared_library
 from kernelblaster.tools.sandbox import Sandbox, prepare
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "candidates"
@@ -86,9 +93,38 @@ def test_the_driver_announces_itself_and_exits_cleanly_at_end_of_input(program: 
     assert (finished.returncode, finished.stdout) == (0, '{"seq":0,"ok":true}\n')
 
 
-@pytest.mark.parametrize("program", ["prints_at_load"], indirect=True)
-def test_candidate_output_from_static_initialisers_never_reaches_the_protocol(program: DriverProgram,
+def unchecked_program(name: str, workdir: Path, build_cache: Path, sandbox: Sandbox) -> DriverProgram:
+    """A fixture candidate compiled and linked as the build links one, without the build's checks: what the
+    launcher does with code the rules would refuse (they are the early warning, not the boundary)."""
+    built = build_candidate((FIXTURES / "scale_ok.cu").read_text(), HEADER, workdir / "checked", arch="sm_90",
+                            allow=frozenset(), cache_dir=build_cache, sandbox=sandbox)
+    assert built.program is not None, built.log
+    (workdir / name).mkdir()
+    (workdir / name / "kb_problem.h").write_text(HEADER)
+    (workdir / name / "candidate.cu").write_text((FIXTURES / f"{name}.cu").read_text())
+    compiled = compile_object(workdir / name / "candidate.cu", workdir / name / "candidate.o", arch="sm_90",
+                              include_dirs=[workdir / name, DRIVER_DIR], cache_dir=None, sandbox=sandbox)
+    workspace = trusted_object(WORKSPACE_SOURCE, "sm_90", build_cache, sandbox).output
+    assert compiled.output is not None and workspace is not None, compiled.log
+    linked = link_shared_library([compiled.output, workspace, built.program.driver], workdir / name / "candidate.so",
+                                 arch="sm_90", libraries=[], sandbox=sandbox, version_script=CANDIDATE_VERSION_SCRIPT,
+                                 wrap_allocators=True)
+    assert linked.output is not None, linked.log
+    return built.program.model_copy(update={"library": linked.output})
+
+
+def test_the_build_refuses_a_candidate_whose_global_objects_run_code_at_load(tmp_path: Path, build_cache: Path,
+                                                                             sandbox: Sandbox) -> None:
+    built = build_candidate((FIXTURES / "prints_at_load.cu").read_text(), HEADER, tmp_path, arch="sm_90",
+                            allow=frozenset(), cache_dir=build_cache, sandbox=sandbox)
+    assert built.stage == "static_violation" and built.program is None
+    assert [v.rule for v in built.violations] == ["load_time_code"]
+    assert "initialisation of a global object" in built.violations[0].message
+
+
+def test_candidate_output_from_static_initialisers_never_reaches_the_protocol(tmp_path: Path, build_cache: Path,
                                                                                sandbox: Sandbox) -> None:
+    program = unchecked_program("prints_at_load", tmp_path, build_cache, sandbox)
     finished = talk(program, sandbox, '{"cmd":"exit","seq":1}')
     assert finished.stdout == '{"seq":0,"ok":true}\n{"seq":1,"ok":true}\n'
     assert "printf at load" in finished.stderr and "cout at load" in finished.stderr

@@ -103,6 +103,27 @@ def test_a_driver_the_sandbox_stopped_is_a_sandbox_violation_naming_the_call() -
     assert findings.checks[-1].name == "sandbox"
 
 
+@pytest.mark.parametrize("status", [159, -31], ids=["launcher_status", "killed_by_sigsys"])
+def test_a_driver_the_sandbox_stopped_without_a_name_is_still_a_sandbox_violation(status: int) -> None:
+    # A candidate that blocks SIGSYS dies of the filter's refusal before the launcher can name the call; one
+    # that left a line open on stderr still gets it named (tests/hostile: sigsys_blocked_then_exec and
+    # blocked_after_partial_line).
+    failure = DriverFailure.of(DriverCrashed("the driver exited without replying to 'start'", status,
+                                             "HOSTILE: a line left open"))
+    assert failure.verdict == "sandbox_violation" and failure.detail.startswith("the sandbox blocked a forbidden")
+
+
+def test_a_report_after_a_partial_line_still_names_the_call() -> None:
+    report = "execve (the candidate tried to run another program)"
+    stopped = DriverCrashed("the driver exited without replying to 'start'", 159,
+                            f"a line left open\nkernelblaster-sandbox: blocked {report}\n")
+    assert DriverFailure.of(stopped).detail == f"the sandbox blocked {report}"
+
+
+def test_a_crash_with_another_status_is_a_crash() -> None:
+    assert DriverFailure.of(DriverCrashed("the driver exited without replying to 'run'", -11, "")).verdict == "crash"
+
+
 def test_a_forged_reply_is_a_forged_result_never_ok() -> None:
     failure = DriverFailure.of(DriverForged("a reply numbered 1 arrived while the driver owed reply 2", ""))
     findings = Findings(checks=[*passing("static", "compile"), failure.check()], driver_failure=failure)

@@ -84,9 +84,10 @@ def test_cub_device_algorithms_are_refused_by_the_object_check_as_the_contract_s
 
 def test_new_workspace_and_outputs_are_poisoned_by_the_driver_as_the_contract_says() -> None:
     driver = (REPO / "harness" / "driver" / "kb_driver.cu").read_text()
-    assert "constexpr int kPoisonByte = 0xFF;" in driver
+    workspace = (REPO / "harness" / "driver" / "kb_workspace.cu").read_text()  # linked into the candidate
+    assert "constexpr int kPoisonByte = 0xFF;" in driver and "constexpr int kPoisonByte = 0xFF;" in workspace
     for wrapped in ("cudaMalloc", "cudaMallocAsync", "cudaMallocFromPoolAsync", "cudaMallocPitch"):
-        assert f"__wrap_{wrapped}(" in driver
+        assert f"__wrap_{wrapped}(" in workspace
     assert "cudaMemsetAsync(out.data, kPoisonByte" in driver
     assert "Workspace and outputs are poisoned before calls: never rely on their contents." in CONTRACT
 

@@ -39,6 +39,9 @@ def test_wheel_holds_every_folder_of_the_layout_under_the_project_name(wheel_nam
 def test_wheel_carries_the_driver_sources_seed_kb_prompts_and_findings_text(wheel_names: list[str]) -> None:
     assert "kernelblaster/harness/driver/kb_driver.cu" in wheel_names
     assert "kernelblaster/harness/driver/kb_launcher.c" in wheel_names
+    assert "kernelblaster/harness/driver/kb_workspace.cu" in wheel_names
+    assert {"kernelblaster/harness/driver/kb_driver.map", "kernelblaster/harness/driver/kb_candidate.map"} <= set(
+        wheel_names)
     assert "kernelblaster/kb/seed/seed_kb.json" in wheel_names
     assert "kernelblaster/nodes/prompts/lower.user.txt" in wheel_names
     assert "kernelblaster/nodes/prompts/answer_cuda.txt" in wheel_names

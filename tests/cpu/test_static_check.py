@@ -168,3 +168,14 @@ def test_stripping_keeps_every_position_and_newline() -> None:
     assert stripped.code.count("\n") == source.count("\n")
     assert "note" not in stripped.code and "x/*y*/" not in stripped.code
     assert '"x/*y*/"' in stripped.without_comments
+
+
+@pytest.mark.parametrize("directive", ['#line 5 "/usr/include/stdio.h"', '# 7 "kb_problem.h"', '%:line 3',
+                                       '#\\\nline 9'], ids=["line", "gnu_marker", "digraph", "spliced"])
+def test_a_line_directive_is_refused_at_its_line_however_spelled(directive: str) -> None:
+    violations = check_source(candidate(directive))
+    assert [(v.rule, v.line) for v in violations] == [("line_directive", 2)]
+
+
+def test_a_hash_followed_by_a_number_in_a_comment_or_string_is_not_a_directive() -> None:
+    assert check_source(candidate('// # 3 "x"', 'const char* note = "# 3";')) == []

@@ -1,19 +1,22 @@
 """Manifest of the hostile candidates (tests/hostile/candidates/*.cu) and what must happen to each.
 
-Plain data, no tests. Each file says in its first comment what it tries. A candidate that builds is
-compiled with the shared parts in tests/hostile/parts/ put after its includes (`candidate_source`): a raw
-system call (`sys`, `say`) where it uses one, and a correct elementwise_swish_scale (`launch_swish`, and
-kb_forward when the file has none), so its verdict is decided by what the sandbox and the harness do about
-its attack alone. A refused candidate is compiled as it is.
-- `refused_by`: the rule that stops it before it runs (a static rule, or "link_error"); None: it builds.
-- `at_load`: what happens when its built driver starts in the sandbox (no GPU needed: load-time code runs
-  before CUDA): "blocked" (the launcher's filter ends the process, naming `blocked_call`), "forged"
-  (replies arrive before their request) or "starts" (the attack, if any, fails quietly).
-- `verdicts`: the verdicts a GPU evaluation may give; `reason`, words its summary must contain (caught for the
-  reason the candidate tests, not another).
+Plain data, no tests. Each file says in its first comment what it tries. A candidate is compiled with the
+shared parts in tests/hostile/parts/ put after its includes (`candidate_source`): a raw system call (`sys`,
+`say`) where it uses one, and a correct elementwise_swish_scale (`launch_swish`, and kb_forward when the file
+has none), so its verdict is decided by what the rules, the sandbox and the harness do about its attack
+alone; a refused candidate that uses none of them is compiled as it is.
+- `refused_by`: every rule that stops it when it is built (empty: it builds).
+- `at_load`: what happens when it is built with the build's rules switched off (they are the early warning,
+  not the boundary) and its driver starts in the sandbox (no GPU needed: load-time code runs before CUDA):
+  "blocked" (the filter ends the process; `blocked_call` is what the harness names), "forged" (replies
+  arrive before their request) or "starts" (the attack, if any, fails quietly); None: not tried.
+- `verdicts`: the verdicts a GPU evaluation may give, with the rules (`static_violation` when refused).
+- `unchecked_verdicts`: the verdicts a GPU evaluation may give with the rules switched off (what the
+  sandbox and the harness alone make of it); empty: not tried.
 - `sanitized`: for an attack on compute-sanitizer's report, the checker and the verdicts an evaluation under
-  it (`--sanitize`) may give.
-- `profiled`: an attack on ncu's report, made while it is profiled (the evaluation's verdict is `verdicts`).
+  it (`--sanitize`) may give (built without the rules where they refuse it).
+- `profiled`: an attack on ncu's report, made while it is profiled.
+- `reason`: words the verdict's summary must contain (caught for the reason the candidate tests, not another).
 The raw system calls in these files are x86-64 instructions.
 """
 
@@ -32,13 +35,17 @@ SWISH = Path(__file__).resolve().parents[2] / "examples" / "problems" / "element
 @dataclass(frozen=True)
 class HostileCase:
     name: str
-    refused_by: str | None
+    refused_by: frozenset[str]
     at_load: Literal["blocked", "forged", "starts"] | None = None
     blocked_call: str | None = None
     verdicts: frozenset[str] = frozenset()
-    # For a forgery whose rewrite may not reach the reply (it depends on how the driver formats replies):
-    # `ok` is acceptable only with a time at least this, so the honest time, not the forged one, was taken.
+    unchecked_verdicts: frozenset[str] = frozenset()
+    # For a forgery that must not reach the reply: `ok` is acceptable only with a time at least this, so the
+    # honest time, not the forged one, was taken.
     honest_min_ms: float | None = None
+    # Built without the rules, what the driver's replies to `probe` must be, exactly (a hijack of the driver's
+    # own calls would change them).
+    probe: tuple[str, ...] = ()
     sanitized: tuple[str, frozenset[str]] | None = None
     profiled: bool = False
     # Words the verdict's summary must contain: the candidate was caught for the reason it was written to test.
@@ -53,9 +60,11 @@ class HostileCase:
         return self.source.read_text().splitlines()[0].removeprefix("// HOSTILE: ")
 
     def candidate_source(self) -> str:
-        """The candidate as it is compiled: the file, with the shared parts it needs after its includes."""
+        """The candidate as it is compiled: the file, with the shared parts it needs after its includes (none
+        for a refused candidate that is never run and uses none: an attack on the compile)."""
         text = self.source.read_text()
-        if self.refused_by is not None:
+        runs = self.at_load is not None or bool(self.unchecked_verdicts) or not self.refused_by
+        if not runs and "launch_swish" not in text:
             return text
         parts = (["raw_syscall.h"] if re.search(r"\b(?:sys|say)\(", text) else [])
         parts += (["checker_logs.h"] if "for_each_checker_file(" in text else []) + ["swish.h"]
@@ -68,24 +77,30 @@ class HostileCase:
         return source
 
 
-def _refused(name: str, rule: str) -> HostileCase:
-    verdict = "compile_error" if rule == "link_error" else "static_violation"
-    return HostileCase(name, refused_by=rule, verdicts=frozenset({verdict}))
+STATIC = frozenset({"static_violation"})
 
 
-def _blocked(name: str, call: str) -> HostileCase:
-    return HostileCase(name, None, "blocked", call, frozenset({"sandbox_violation"}))
+def _refused(name: str, *rules: str) -> HostileCase:
+    """Stopped by the rules before it runs, and not tried without them (its attack is on the compile)."""
+    return HostileCase(name, frozenset(rules), verdicts=STATIC)
 
 
-def _built(name: str, at_load: Literal["forged", "starts"], verdict: str) -> HostileCase:
-    return HostileCase(name, None, at_load, None, frozenset({verdict}))
+def _contained(name: str, rules: tuple[str, ...], at_load: Literal["blocked", "forged", "starts"],
+               blocked_call: str | None = None, unchecked: str | None = None) -> HostileCase:
+    """Stopped by the rules; without them, contained by the sandbox (and, on a GPU, given `unchecked`)."""
+    return HostileCase(name, frozenset(rules), at_load, blocked_call, STATIC,
+                       frozenset({unchecked}) if unchecked else frozenset())
 
 
 def _against_checker(name: str, tool: str, sanitized_verdict: str) -> HostileCase:
-    """An attack on the report of compute-sanitizer's `tool`: without it the candidate is a correct kernel."""
-    return HostileCase(name, None, "starts", None, frozenset({"ok"}),
+    """An attack on the report of compute-sanitizer's `tool` through raw system calls, which the rules refuse:
+    built without them, a correct kernel whose checker's report it attacks."""
+    return HostileCase(name, frozenset({"host_assembly"}), "starts", None, STATIC, frozenset({"ok"}),
                        sanitized=(tool, frozenset({sanitized_verdict})))
 
+
+RAW_AT_LOAD = ("host_assembly", "load_time_code")  # a raw system call from a constructor
+EXIT_PROBE = ('{"cmd":"dance","seq":1}', '{"cmd":"exit","seq":2}')
 
 HOSTILE_CASES: tuple[HostileCase, ...] = (
     # Compile time: host files through the preprocessor and the assembler, header-path tricks.
@@ -96,52 +111,68 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _refused("include_dev_stdin", "outside_file"),
     _refused("cute_dot_path", "library:cutlass"),
     _refused("cublas_macro_include", "include_path"),
-    # Calls the source and symbol rules now see: raw syscall instruction, libc aliases, weak references,
-    # host callbacks, early constructors, a .preinit_array. (Persisting L2 windows are cleared by the driver
-    # before every timed call: tests/fixtures/candidates/persisting_l2_window.cu.)
+    # What the source rules spell out, and the allowlist of imports and the object's init arrays catch
+    # however spelled. (Persisting L2 windows are cleared by the driver before every timed call:
+    # tests/fixtures/candidates/persisting_l2_window.cu.)
     _refused("raw_syscall_asm", "system_call"),
     _refused("libc_alias_system", "process"),
     _refused("weak_system", "process"),
     _refused("weak_environ", "environment"),
     _refused("host_callback", "host_callbacks"),
     _refused("constructor_priority", "load_time_code"),
-    _refused("hidden_preinit", "link_error"),
-    # Past every rule: the sandbox contains them.
-    _blocked("exec_raw_syscall", "execve"),
-    _blocked("fork_raw_syscall", "fork"),
-    _blocked("memfd_execveat", "execveat"),
-    _blocked("exec_phdr_resolver", "execve"),
-    _built("host_node_exec", "starts", "sandbox_violation"),
-    _built("read_host_files", "starts", "ok"),
-    _built("write_host_files", "starts", "ok"),
-    _built("env_secrets", "starts", "ok"),
-    _built("network_connect", "starts", "ok"),
-    _built("signal_everyone", "starts", "ok"),
+    _refused("hidden_preinit", "load_time_code"),
+    _refused("byte_syscall", "host_assembly"),
+    _refused("incbin_stringised", "host_assembly"),
+    _refused("unlisted_glibc", "unlisted_import"),
+    _contained("concat_init_array", ("load_time_code",), "starts"),
+    # Past the rules when they are switched off: the sandbox contains them.
+    _contained("exec_raw_syscall", RAW_AT_LOAD, "blocked", "execve", "sandbox_violation"),
+    _contained("fork_raw_syscall", RAW_AT_LOAD, "blocked", "fork", "sandbox_violation"),
+    _contained("memfd_execveat", RAW_AT_LOAD, "blocked", "execveat", "sandbox_violation"),
+    _contained("exec_phdr_resolver", RAW_AT_LOAD, "blocked", "execve", "sandbox_violation"),
+    _contained("blocked_after_partial_line", RAW_AT_LOAD, "blocked", "execve", "sandbox_violation"),
+    _contained("stderr_closed_then_exec", RAW_AT_LOAD, "blocked", "execve", "sandbox_violation"),
+    _contained("sigsys_handler_takeover", RAW_AT_LOAD, "blocked", "rt_sigaction", "sandbox_violation"),
+    _contained("sigsys_blocked_then_exec", RAW_AT_LOAD, "blocked", "a", "sandbox_violation"),
+    _contained("host_node_exec", ("host_assembly", "unlisted_import"), "starts", None, "sandbox_violation"),
+    _contained("read_host_files", RAW_AT_LOAD, "starts", None, "ok"),
+    _contained("write_host_files", RAW_AT_LOAD, "starts", None, "ok"),
+    _contained("env_secrets", RAW_AT_LOAD, "starts", None, "ok"),
+    _contained("network_connect", RAW_AT_LOAD, "starts", None, "ok"),
+    _contained("signal_everyone", RAW_AT_LOAD, "starts", None, "ok"),
     # Forged results.
-    _built("forge_fileno", "forged", "forged_result"),
-    _built("forge_reply_in_forward", "starts", "forged_result"),
-    HostileCase("forge_fputs_rewrite", None, "starts", None, frozenset({"forged_result", "ok"}), honest_min_ms=0.5),
-    # The trusted process made to fail: replies it cannot parse, memory it cannot get.
-    _built("reply_deeply_nested", "starts", "forged_result"),
-    _built("reply_overlong_line", "starts", "forged_result"),
-    _built("hoard_gpu_memory_wrong", "starts", "incorrect"),
+    _contained("forge_fileno", ("load_time_code",), "forged", None, "forged_result"),
+    _contained("forge_reply_in_forward", ("unlisted_import",), "starts", None, "forged_result"),
+    # Past every rule: a separate link unit and the sandbox hold.
+    HostileCase("forge_fputs_rewrite", frozenset(), "starts", verdicts=frozenset({"ok"}), honest_min_ms=0.5),
+    HostileCase("libc_hijack_label", frozenset(), "starts", verdicts=frozenset({"ok"}), honest_min_ms=0.5,
+                probe=EXIT_PROBE),
+    HostileCase("vector_member_hijack", frozenset(), "starts", verdicts=frozenset({"ok"}), honest_min_ms=0.5),
+    HostileCase("libc_symtab_walk", frozenset(), "starts", verdicts=frozenset({"sandbox_violation"}),
+                blocked_call="execve"),
+    # The trusted process made to fail: replies it cannot parse (written with raw system calls), memory it
+    # cannot get.
+    _contained("reply_deeply_nested", ("host_assembly",), "starts", None, "forged_result"),
+    _contained("reply_overlong_line", ("host_assembly",), "starts", None, "forged_result"),
+    HostileCase("hoard_gpu_memory_wrong", frozenset(), "starts", verdicts=frozenset({"incorrect"})),
     # Checker output redirected: compute-sanitizer's report replaced, flooded or forged (through /proc).
     _against_checker("checker_log_symlink", "memcheck", "ok"),
     _against_checker("checker_log_fifo", "memcheck", "ok"),
     _against_checker("checker_log_flood", "memcheck", "sanitizer_error"),
     _against_checker("checker_log_forged_clean", "memcheck", "sanitizer_error"),
-    HostileCase("ncu_report_symlink", None, "starts", None, frozenset({"ok"}), profiled=True),
+    HostileCase("ncu_report_symlink", frozenset({"host_assembly"}), "starts", None, STATIC, frozenset({"ok"}),
+                profiled=True),
     # Timing and checks: the harness's own clock and checks it cannot predict.
-    HostileCase("forge_median_event_rewrite", None, "starts", None, frozenset({"forged_result"}),
+    HostileCase("forge_median_event_rewrite", frozenset(), "starts", verdicts=frozenset({"forged_result"}),
                 reason="the harness's own clock"),
-    HostileCase("skip_unwatched_calls", None, "starts", None, frozenset({"incorrect"}),
+    HostileCase("skip_unwatched_calls", frozenset(), "starts", verdicts=frozenset({"incorrect"}),
                 reason="failed check 'timed_outputs'"),
-    HostileCase("cache_sampled_inputs", None, "starts", None, frozenset({"incorrect"}),
+    HostileCase("cache_sampled_inputs", frozenset(), "starts", verdicts=frozenset({"incorrect"}),
                 reason="failed check 'timed_outputs'"),
-    HostileCase("nan_zeroed_off_fixed_places", None, "starts", None, frozenset({"incorrect"}),
+    HostileCase("nan_zeroed_off_fixed_places", frozenset(), "starts", verdicts=frozenset({"incorrect"}),
                 reason="failed check 'special_values'"),
 )
 
-BUILT_CASES = tuple(case for case in HOSTILE_CASES if case.refused_by is None)
+BUILT_CASES = tuple(case for case in HOSTILE_CASES if case.at_load is not None)
 CHECKER_CASES = tuple(case for case in HOSTILE_CASES if case.sanitized is not None)
 PROFILED_CASES = tuple(case for case in HOSTILE_CASES if case.profiled)

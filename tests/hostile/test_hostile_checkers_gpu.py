@@ -6,12 +6,15 @@ memory all the same, a candidate that held it is blamed and an honest one is not
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
 import torch
 from hostile.containment import Tripwires
 from hostile.hostile_cases import CHECKER_CASES, HOSTILE_CASES, PROFILED_CASES, SWISH, HostileCase
+from hostile.unchecked import rules_switched_off
 
 from kernelblaster.harness import evaluate as evaluate_module
 from kernelblaster.harness.buffers import SharedSet
@@ -42,6 +45,14 @@ def assert_nothing_trusted_in(text: str, tripwires: Tripwires) -> None:
     tripwires.assert_untouched([text], [])
 
 
+@contextmanager
+def past_the_rules(case: HostileCase) -> Iterator[None]:
+    """Build `case` as it runs: without the build's rules where they refuse it (its raw system calls reach the
+    checker's files and the reply pipe only past them: the rules are the early warning, not the boundary)."""
+    with rules_switched_off() if case.refused_by else nullcontext():
+        yield
+
+
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("hostile-checkers-gpu-cache")
@@ -57,7 +68,8 @@ def test_an_attack_on_the_checkers_report_gives_the_kernels_own_verdict(case: Ho
                                                                        tripwires: Tripwires) -> None:
     assert case.sanitized is not None
     tool, verdicts = case.sanitized
-    result = sanitized_evaluator(cache_dir, tool).evaluate(case.candidate_source(), case.name)
+    with past_the_rules(case):
+        result = sanitized_evaluator(cache_dir, tool).evaluate(case.candidate_source(), case.name)
     assert result.verdict in verdicts, f"{case.what_it_tries}\n{result.verdict}: {result.summary}"
     (report,) = result.sanitizer
     if result.verdict == "ok":
@@ -73,7 +85,8 @@ def test_memcheck_on_demand_reads_the_checkers_own_report_past_a_replaced_one(ca
                                                                              tripwires: Tripwires) -> None:
     case = next(case for case in CHECKER_CASES if case.name == "checker_log_symlink")
     evaluator = CandidateEvaluator(load_problem(SWISH), EvalOptions(cache_dir=cache_dir, baseline=False))
-    built = evaluator.build(case.candidate_source(), case.name)
+    with past_the_rules(case):
+        built = evaluator.build(case.candidate_source(), case.name)
     report = evaluator.diagnose(built)
     assert report is not None and report.status == "clean", report
     assert_nothing_trusted_in(report.model_dump_json(), tripwires)
@@ -84,8 +97,10 @@ def test_an_attack_on_ncus_report_leaves_a_profile_of_ncus_own_or_none(case: Hos
                                                                         tripwires: Tripwires) -> None:
     evaluator = CandidateEvaluator(load_problem(SWISH), EvalOptions(cache_dir=cache_dir, baseline=False,
                                                                     profile=True))
-    result = evaluator.evaluate(case.candidate_source(), case.name)
-    assert result.verdict in case.verdicts, f"{case.what_it_tries}\n{result.verdict}: {result.summary}"
+    with past_the_rules(case):
+        result = evaluator.evaluate(case.candidate_source(), case.name)
+    expected = case.unchecked_verdicts if case.refused_by else case.verdicts
+    assert result.verdict in expected, f"{case.what_it_tries}\n{result.verdict}: {result.summary}"
     assert result.profile is not None
     assert_nothing_trusted_in(result.model_dump_json(), tripwires)
     builds = [path for path in (cache_dir / "builds").iterdir() if path.is_dir()]
@@ -104,7 +119,8 @@ def evaluate_running_out_after_verification(case: HostileCase, cache_dir: Path,
 
     monkeypatch.setattr(evaluate_module, "verify_candidate", then_out_of_memory)
     evaluator = CandidateEvaluator(load_problem(SWISH), EvalOptions(cache_dir=cache_dir, baseline=False))
-    return evaluator.evaluate(case.candidate_source(), case.name)
+    with past_the_rules(case):
+        return evaluator.evaluate(case.candidate_source(), case.name)
 
 
 def test_running_out_of_memory_a_hoarding_candidate_held_is_its_own_failure(cache_dir: Path,

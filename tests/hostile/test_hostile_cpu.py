@@ -1,9 +1,11 @@
-"""The hostile suite without a GPU: each candidate is refused by the rules or built, every built driver
-starts in the sandbox (its load-time attacks run before CUDA) and is contained, the compile sandbox keeps
-host files out of builds, and nvcc dies with the harness."""
+"""The hostile suite without a GPU: each candidate is refused by the rules it breaks, with one-line reasons, or
+built; built with the rules switched off, every driver starts in the sandbox (its load-time attacks run before
+CUDA) and is contained; a candidate's definitions of the driver's own calls never reach the driver; the compile
+sandbox keeps host files out of builds, and nvcc dies with the harness."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 from hostile.containment import Tripwires
 from hostile.hostile_cases import BUILT_CASES, HOSTILE_CASES, SWISH, HostileCase
+from hostile.unchecked import rules_switched_off
 
 from kernelblaster.harness.analysis import spec_for_problem
 from kernelblaster.harness.build import DRIVER_DIR, BuildResult, build_candidate, files_read_outside
@@ -22,25 +25,34 @@ from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.tools.driver_process import DriverCrashed, DriverForged, DriverSession
 from kernelblaster.tools.nvcc import compile_object
-from kernelblaster.tools.sandbox import Sandbox
+from kernelblaster.tools.sandbox import Sandbox, prepare
 
 ARCH = "sm_90"
 
 
 class Builds:
-    """Each hostile candidate built once for the module, in its own folder."""
+    """Each hostile candidate built once for the module, in its own folder: with the rules, and with them
+    switched off."""
 
     def __init__(self, root: Path, sandbox: Sandbox) -> None:
         self.root, self.sandbox = root, sandbox
         self.header = generate_header(spec_for_problem(load_problem(SWISH), gpu=None))
-        self._built: dict[str, BuildResult] = {}
+        self._built: dict[tuple[str, bool], BuildResult] = {}
 
-    def of(self, case: HostileCase) -> BuildResult:
-        if case.name not in self._built:
-            self._built[case.name] = build_candidate(case.candidate_source(), self.header, self.root / case.name,
-                                                     arch=ARCH, allow=frozenset(), cache_dir=self.root / "cache",
-                                                     sandbox=self.sandbox)
-        return self._built[case.name]
+    def of(self, case: HostileCase, *, rules: bool = True) -> BuildResult:
+        key = (case.name, rules)
+        if key not in self._built:
+            folder = self.root / (case.name if rules else f"{case.name}-unchecked")
+            if rules:
+                self._built[key] = self._build(case, folder)
+            else:
+                with rules_switched_off():
+                    self._built[key] = self._build(case, folder)
+        return self._built[key]
+
+    def _build(self, case: HostileCase, folder: Path) -> BuildResult:
+        return build_candidate(case.candidate_source(), self.header, folder, arch=ARCH, allow=frozenset(),
+                               cache_dir=self.root / "cache", sandbox=self.sandbox)
 
 
 @pytest.fixture(scope="module")
@@ -49,21 +61,32 @@ def builds(tmp_path_factory: pytest.TempPathFactory, sandbox: Sandbox) -> Builds
 
 
 @pytest.mark.parametrize("case", HOSTILE_CASES, ids=lambda c: c.name)
-def test_each_hostile_candidate_is_refused_by_a_rule_or_built(case: HostileCase, builds: Builds) -> None:
+def test_each_hostile_candidate_is_refused_by_the_rules_it_breaks_or_built(case: HostileCase, builds: Builds) -> None:
     built = builds.of(case)
-    if case.refused_by is None:
-        assert built.stage == "ok", built.log
-    elif case.refused_by == "link_error":
-        assert built.stage == "link_error" and built.program is None
+    if not case.refused_by:
+        assert built.stage == "ok", [v.message for v in built.violations] or built.log
     else:
         assert built.stage == "static_violation" and built.program is None
-        assert case.refused_by in {v.rule for v in built.violations}, built.violations
+        assert {v.rule for v in built.violations} == case.refused_by, [v.message for v in built.violations]
+
+
+@pytest.mark.parametrize("case", [c for c in HOSTILE_CASES if c.refused_by], ids=lambda c: c.name)
+def test_every_refusal_is_one_line_naming_what_to_change(case: HostileCase, builds: Builds) -> None:
+    for violation in builds.of(case).violations:
+        assert "\n" not in violation.message and len(violation.message) < 400, violation.message
+        assert violation.line is not None or violation.text in violation.message, violation
+
+
+def test_each_unlisted_glibc_function_is_named_in_its_own_refusal(builds: Builds) -> None:
+    [case] = [c for c in HOSTILE_CASES if c.name == "unlisted_glibc"]
+    named = {v.text for v in builds.of(case).violations if v.rule == "unlisted_import"}
+    assert named == {"setmntent", "glob", "wordexp"}
 
 
 @pytest.mark.parametrize("case", BUILT_CASES, ids=lambda c: c.name)
-def test_a_built_hostile_driver_is_contained_when_it_loads(case: HostileCase, builds: Builds, sandbox: Sandbox,
-                                                           tripwires: Tripwires) -> None:
-    built = builds.of(case)
+def test_a_hostile_driver_built_without_the_rules_is_contained_when_it_loads(
+        case: HostileCase, builds: Builds, sandbox: Sandbox, tripwires: Tripwires) -> None:
+    built = builds.of(case, rules=False)
     assert built.program is not None, built.log
     session = DriverSession(built.program.command(filtered=True), sandbox=sandbox, view=built.program.view())
     outcome = "starts"
@@ -74,14 +97,29 @@ def test_a_built_hostile_driver_is_contained_when_it_loads(case: HostileCase, bu
         outcome = "forged"
         collected = [str(error)]
     except DriverCrashed as error:
-        outcome = "blocked" if session.blocked() else f"crashed: {error}"
+        outcome = "blocked" if error.blocked else f"crashed: {error}"
+        blocked = error.blocked
         collected = [str(error)]
     else:
-        collected = []
+        collected, blocked = [], []
     assert outcome == case.at_load, session.stderr_tail()
-    if case.blocked_call is not None:
-        assert [what.split()[0] for what in session.blocked()] == [case.blocked_call]
+    if case.at_load == "blocked":
+        assert [what.split()[0] for what in blocked] == [case.blocked_call]
     tripwires.assert_untouched([*collected, session.stderr_tail()], [built.source_path.parent])
+
+
+@pytest.mark.parametrize("case", [c for c in HOSTILE_CASES if c.probe], ids=lambda c: c.name)
+def test_a_candidates_definitions_of_the_drivers_own_calls_never_reach_the_driver(case: HostileCase,
+                                                                                 builds: Builds,
+                                                                                 sandbox: Sandbox) -> None:
+    built = builds.of(case)
+    assert built.program is not None, built.log
+    launch = prepare(built.program.command(filtered=True), built.program.view(), sandbox)
+    finished = subprocess.run(launch.argv, env=launch.env, input="".join(line + "\n" for line in case.probe),
+                              capture_output=True, text=True, timeout=60, check=False)
+    replies = [json.loads(line) for line in finished.stdout.splitlines()]
+    assert [(reply["seq"], reply["ok"]) for reply in replies] == [(0, True), (1, False), (2, True)], finished.stdout
+    assert "unknown cmd 'dance'" in replies[1]["error"] and "hijacked" not in finished.stdout
 
 
 # ---------------------------------------------------------------------------------------------------

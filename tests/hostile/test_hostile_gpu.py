@@ -1,5 +1,6 @@
 """The hostile suite on a GPU: every candidate goes through the real evaluation, in the sandbox, gets its
-expected verdict, and nothing escapes. One pytest run of a few minutes (`pytest -m gpu tests/hostile`)."""
+expected verdict, and nothing escapes; so does each candidate the rules refuse when the rules are switched off
+(the sandbox and the harness alone). One pytest run of a few minutes (`pytest -m gpu tests/hostile`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 from hostile.containment import Tripwires
 from hostile.hostile_cases import HOSTILE_CASES, SWISH, HostileCase
+from hostile.unchecked import rules_switched_off
 
 from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions
 from kernelblaster.harness.problem import load_problem
@@ -35,9 +37,21 @@ def test_a_hostile_candidate_is_contained_and_gets_its_verdict(case: HostileCase
             f"a forged time was accepted: {result.summary}"
     if case.reason is not None:
         assert case.reason in result.summary, f"caught for another reason: {result.summary}"
-    if "sandbox_violation" in case.verdicts:
+    if result.verdict == "sandbox_violation":
         assert "the sandbox blocked" in result.summary
-    if case.blocked_call is not None:
-        assert f"blocked {case.blocked_call} " in result.summary
+        assert case.blocked_call is None or f"blocked {case.blocked_call} " in result.summary, result.summary
+    builds = [path for path in (cache_dir / "builds").iterdir() if path.is_dir()]
+    tripwires.assert_untouched([result.model_dump_json()], builds)
+
+
+@pytest.mark.parametrize("case", [c for c in HOSTILE_CASES if c.unchecked_verdicts], ids=lambda c: c.name)
+def test_a_refused_candidate_built_without_the_rules_is_still_contained(case: HostileCase,
+                                                                        evaluator: CandidateEvaluator,
+                                                                        cache_dir: Path, tripwires: Tripwires) -> None:
+    with rules_switched_off():
+        result = evaluator.evaluate(case.candidate_source(), f"{case.name}-unchecked")
+    assert result.verdict in case.unchecked_verdicts, f"{case.what_it_tries}\n{result.verdict}: {result.summary}"
+    if result.verdict == "sandbox_violation":
+        assert case.blocked_call is None or f"blocked {case.blocked_call} " in result.summary, result.summary
     builds = [path for path in (cache_dir / "builds").iterdir() if path.is_dir()]
     tripwires.assert_untouched([result.model_dump_json()], builds)

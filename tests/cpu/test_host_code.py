@@ -1,0 +1,66 @@
+"""tools/host_code.py through the real nvcc: every way a candidate's host code can hand text to the assembler
+is found (asm statements and top-level asm however spelled, asm labels and attribute strings that are not plain
+names), and what honest kernels write is not (device asm, compiler barriers, plain labels and attributes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelblaster.harness.build import DRIVER_DIR
+from kernelblaster.tools.nvcc import compile_object
+from kernelblaster.tools.sandbox import Sandbox
+
+FORWARD = 'extern "C" int kb_forward(const KBTensor*, const KBTensor*, KBTensor*, cudaStream_t) { return %s; }\n'
+
+FOUND = {
+    "top_level_asm": ('__asm__(".pushsection .rodata\\n.byte 1\\n.popsection");', "0"),
+    "statement": ("static long pid() { long r; asm volatile(\".byte 0x0f, 0x05\" : \"=a\"(r) : \"a\"(39L) "
+                  ": \"rcx\", \"r11\"); return r; }", "pid() > 0"),
+    "statement_after_if": ("static int maybe(int x) { if (x) asm volatile(\"nop\"); return x; }", "maybe(1)"),
+    "label_with_code": ('extern "C" int renamed(int) __asm__("renamed\\n\\t.byte 0x0f, 0x05\\n");', "0"),
+    "section_with_code": ('__attribute__((section(".text.x\\n\\t.byte 0x0f,0x05\\n#"))) int h(int x) '
+                          "{ return x + 1; }", "h(0) - 1"),
+    "after_a_pragma": ('#pragma GCC diagnostic push\nasm("nop");\n#pragma GCC diagnostic pop', "0"),
+    "after_extension": ('__extension__ asm("nop");', "0"),
+    "stringised": ("#define S(x) #x\n#define XS(x) S(x)\n#define P(a, b) a##b\n"
+                   '__asm__(XS(P(.in, clude)) " \\"kb_problem.h\\"");', "0"),
+}
+NOT_FOUND = {
+    "device_asm": ("__global__ void lane(unsigned* out) { unsigned r; asm volatile(\"mov.u32 %0, %%laneid;\" "
+                   ": \"=r\"(r)); out[threadIdx.x] = r; }", "0"),
+    "compiler_barrier": ("static int fenced(int x) { asm volatile(\"\" ::: \"memory\"); return x; }", "fenced(0)"),
+    "plain_label": ('extern "C" int plain(int) __asm__("kb_plain_name");\n'
+                    'extern "C" int plain(int x) { return x; }', "plain(0)"),
+    "plain_attributes": ('__attribute__((section(".text.kb_hot"), visibility("hidden"))) int hot(int x) '
+                         "{ return x; }", "hot(0)"),
+}
+
+
+def host_assembly(code: str, result: str, folder: Path, sandbox: Sandbox) -> list[str]:
+    (folder / "kb_problem.h").write_text('#pragma once\n#include "kb_abi.h"\n')
+    (folder / "candidate.cu").write_text(f'#include "kb_problem.h"\n{code}\n{FORWARD % result}')
+    compiled = compile_object(folder / "candidate.cu", folder / "candidate.o", arch="sm_90",
+                              include_dirs=[folder, DRIVER_DIR], cache_dir=None, sandbox=sandbox,
+                              inspect_host_code=True)
+    assert compiled.ok, compiled.log
+    assert not list(folder.glob(".candidate.o.*")), "the kept host compiler files are removed"
+    return [f"{block.file}:{block.line}: {block.text}" for block in compiled.host_assembly
+            if not block.file.startswith("/")]
+
+
+@pytest.mark.parametrize("case", FOUND, ids=str)
+def test_text_the_host_code_hands_to_the_assembler_is_found_at_its_line(case: str, tmp_path: Path,
+                                                                       sandbox: Sandbox) -> None:
+    code, result = FOUND[case]
+    found = host_assembly(code, result, tmp_path, sandbox)
+    assert found and all(f.startswith("candidate.cu:") for f in found), found
+    assert {int(f.split(":")[1]) for f in found} <= {2, 3, 4, 5, 6}, found
+
+
+@pytest.mark.parametrize("case", NOT_FOUND, ids=str)
+def test_what_honest_kernels_write_is_not_assembly_in_host_code(case: str, tmp_path: Path,
+                                                                sandbox: Sandbox) -> None:
+    code, result = NOT_FOUND[case]
+    assert host_assembly(code, result, tmp_path, sandbox) == []
