@@ -565,11 +565,13 @@ def _cache_key(source: Path, include_dirs: list[Path], flags: list[str], version
     """Hash of the source, every header in its folder and the include folders, the flags and nvcc.
 
     Hashing all local headers (rather than asking the preprocessor which ones are used) can only cause a
-    needless miss, never a stale hit; system and CUDA headers are covered by the nvcc version. Folder
-    paths are left out so the same candidate built in another work directory hits.
+    needless miss, never a stale hit; system and CUDA headers are covered by the nvcc version. The work
+    directory's path is left out so the same candidate built in another work directory hits; the include
+    folders' paths are in, because the cached files-read check names them: a build cached by another
+    install (another checkout sharing the cache) read another kb_abi.h, which this one's check refuses.
     """
     digest = hashlib.sha256()
-    for part in (version, "\0".join(flags), source.name):
+    for part in (version, "\0".join(flags), source.name, *(str(Path(d).resolve()) for d in include_dirs)):
         digest.update(part.encode() + b"\0")
     digest.update(source.read_bytes())
     for folder in dict.fromkeys(Path(d).resolve() for d in [source.parent, *include_dirs]):

@@ -196,3 +196,19 @@ def test_front_end_warnings_are_warnings_with_their_source_excerpt() -> None:
     [message] = parse_messages(log)
     assert (message.line, message.severity) == (9, "warning")
     assert message.text.splitlines()[1].strip() == "int x;"
+
+
+def test_the_object_cache_tells_installs_apart_but_not_work_directories(tmp_path: Path) -> None:
+    from kernelblaster.tools.nvcc import _cache_key
+
+    installs = [tmp_path / "install-a", tmp_path / "install-b"]
+    sources = [tmp_path / "work-1" / "candidate.cu", tmp_path / "work-2" / "candidate.cu"]
+    for folder in installs:
+        folder.mkdir()
+        (folder / "kb_abi.h").write_text("struct KBTensor;\n")
+    for source in sources:
+        source.parent.mkdir()
+        source.write_text("__global__ void k() {}\n")
+    key = lambda source, install: _cache_key(source, [install], ["-c"], "13.0")  # noqa: E731
+    assert key(sources[0], installs[0]) == key(sources[1], installs[0])
+    assert key(sources[0], installs[0]) != key(sources[0], installs[1])
