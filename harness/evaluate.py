@@ -50,7 +50,7 @@ from kernelblaster.harness.gpu_reserve import (
 )
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.machine import this_machine
-from kernelblaster.harness.memory_plan import GpuMemory, MemoryPlan, ProblemSizes, plan_memory
+from kernelblaster.harness.memory_plan import DRIVER_CONTEXT_BYTES, GpuMemory, MemoryPlan, ProblemSizes, plan_memory
 from kernelblaster.harness.precision import PrecisionPolicy
 from kernelblaster.harness.precision_facts import PrecisionFacts, measure_precision_facts, not_measured
 from kernelblaster.harness.problem import Problem, load_problem
@@ -322,10 +322,7 @@ class CandidateEvaluator:
         grows with the outputs, which are poisoned and fingerprinted at every call). The same null driver
         gives the round trip of an empty batch that the trusted batch clock subtracts (`_round_trip`)."""
         if self._calibrated_allowance is None or self._round_trip is None:
-            null = self.build(NULL_CANDIDATE.read_text(), "trusted-null-candidate")
-            if not null.ok:
-                raise RuntimeError(f"the harness's null candidate did not build: {null.result and null.result.summary}")
-            with self._driver(null, sets, allowance=None) as session:
+            with self._driver(self._null_candidate(), sets, allowance=None) as session:
                 elapsed = [_timed_request_ms(session, len(sets), calls, self.options.timeout_s)
                            for calls in CALIBRATION_CALLS]
                 self._round_trip = measure_round_trip(session, torch.device("cuda", self._require_gpu()),
@@ -335,6 +332,21 @@ class CandidateEvaluator:
             self._calibrated_allowance = ClaimAllowance(per_call_ms=CLAIM_CALL_FACTOR * per_call
                                                         + CLAIM_CALL_MARGIN_MS)
         return self._calibrated_allowance
+
+    def _null_candidate(self) -> BuildStage:
+        """The harness's own null candidate (no candidate code: what it measures, a candidate cannot bend)."""
+        null = self.build(NULL_CANDIDATE.read_text(), "trusted-null-candidate")
+        if not null.ok:
+            raise RuntimeError(f"the harness's null candidate did not build: {null.result and null.result.summary}")
+        return null
+
+    @contextmanager
+    def _round_trips_beside(self, sets: list[SharedSet]) -> Iterator[Callable[[], float]]:
+        """Empty batches on the null candidate's driver, clocked as the trusted batches are, for the round trip
+        as the host is while the candidate's batches run (harness/timing.py, `BatchClock.beside`)."""
+        device = torch.device("cuda", self._require_gpu())
+        with self._driver(self._null_candidate(), sets, allowance=None) as session:
+            yield lambda: measure_round_trip(session, device, self.options.timeout_s, samples=1).min_ms
 
     @property
     def objects_dir(self) -> Path:
@@ -382,7 +394,10 @@ class CandidateEvaluator:
         gpu = self._require_gpu()
         if self.plan.references == "cached":
             self.references.warm()  # computed before the candidate's process holds any memory
-        with reserved_for_trusted(gpu, trusted_session_bytes(self.plan), candidate_allowance_bytes(self.plan)):
+        # Left free beside the candidate's allowance: the null candidate's driver context (its round trips run
+        # beside the trusted batches).
+        leave = candidate_allowance_bytes(self.plan) + DRIVER_CONTEXT_BYTES
+        with reserved_for_trusted(gpu, trusted_session_bytes(self.plan), leave):
             try:
                 with self._driver(built, sets, allowance) as session, noting_out_of_memory(gpu):
                     self._check_in(session, sets, findings, verify=verify, measure=measure)
@@ -445,8 +460,9 @@ class CandidateEvaluator:
         checks = BatchChecks(outputs=lambda index: timed_set_failure(index, sets[index], context),
                              inputs=inputs.unchanged, prepare=inputs.change)
         flush = torch.empty(flush_bytes(self._require_gpu()), dtype=torch.uint8, device=f"cuda:{self.gpu}")
-        outcome = TrustedBatches(session, sets, checks, self._round_trip, self.options.timeout_s).run(
-            timing.event.median_ms, flush)
+        with self._round_trips_beside(sets) as beside:
+            outcome = TrustedBatches(session, sets, checks, self._round_trip, self.options.timeout_s,
+                                     beside=beside).run(timing.event.median_ms, flush)
         del flush
         if outcome.forged is not None:
             raise session.reject(outcome.forged)

@@ -111,7 +111,8 @@ def plan_memory(sizes: ProblemSizes, gpu: GpuMemory, seeds: int) -> MemoryPlan:
 def _plan(sizes: ProblemSizes, gpu: GpuMemory, seeds: int, float64: bool) -> MemoryPlan:
     flush = 2 * gpu.l2_bytes
     workspace = max(MIN_WORKSPACE_BYTES, int(WORKSPACE_SHARE * sizes.set_bytes))
-    fixed = DRIVER_CONTEXT_BYTES + flush + workspace + int(SAFETY_SHARE * gpu.free_bytes)
+    # Two driver contexts: the candidate's, and the null candidate's beside it while the trusted batches run.
+    fixed = 2 * DRIVER_CONTEXT_BYTES + flush + workspace + int(SAFETY_SHARE * gpu.free_bytes)
     per_case = fixed + _per_case_reference_bytes(sizes, float64)
     sets = _sets_that_fit(sizes.set_bytes, per_case, gpu.free_bytes)
     cached_cases = (_case_count(sizes, seeds) + sets) * _case_bytes(sizes)  # a timing case per rotating set

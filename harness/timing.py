@@ -27,9 +27,13 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   done (forged, or early) cannot stop the clock at less than the work: the snapshot is taken again three
   times at once and after the outputs are checked, and outputs that changed after it are `forged_result`.
 - What is subtracted is measured here only: the snapshot's own time (taken three more times after the
-  clock, the fastest kept) and the round trip of an empty batch on the harness's own null candidate's driver (the
-  fastest of several, `RoundTrip`), a process with no candidate code, so the candidate cannot inflate it.
-  Per-call trusted time = (wall - snapshot - round trip) / calls. Noise only ever adds to a batch's wall.
+  clock, the fastest kept) and the round trip of an empty batch on the harness's own null candidate's driver,
+  a process with no candidate code: the fastest of several at calibration (`RoundTrip`), or, where larger,
+  the faster of two taken right before and after the batch on that driver, kept running beside the
+  candidate's (`BatchClock.beside`). A loaded host slows every round trip: on two H200s of one host, with
+  the other GPU's tests compiling, honest kernels' batches took a quarter of a millisecond more than the
+  quiet calibration allowed, and were judged forged. Per-call trusted time = (wall - snapshot - round trip)
+  / calls. Noise only ever adds to a batch's wall.
 - Checks it cannot predict. After each batch, and only then, the harness draws (secrets) whether to check
   it: every output of every call against the reference on that set's inputs as changed (computed then),
   and, after every batch, the inputs and params of every set against a digest taken when they were last
@@ -83,7 +87,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -246,9 +250,21 @@ class BatchClock:
     wall_ms: float
     digest_ms: float  # the snapshot's own time: the fastest of its repeats after the clock
     digest_spread_ms: float = 0.0  # how much its repeats differed: jitter the clocked snapshot may carry
+    # Empty batches on the null candidate's driver right before and after this batch: the round trip as the
+    # host was at that moment (a loaded host slows every round trip, the calibration's was a quiet one).
+    beside: RoundTrip | None = None
+
+    def round_trip_ms(self, calibrated: RoundTrip) -> float:
+        """The round trip subtracted from this batch: the larger of the calibration's and the one beside it,
+        both measured on a process without candidate code."""
+        return max(calibrated.min_ms, self.beside.min_ms if self.beside else 0.0)
+
+    def jitter_ms(self, calibrated: RoundTrip) -> float:
+        """What noise may add to this batch's wall beyond the work and the subtracted round trip."""
+        return calibrated.spread_ms + (self.beside.spread_ms if self.beside else 0.0) + self.digest_spread_ms
 
     def per_call_ms(self, round_trip: RoundTrip) -> float:
-        return max(0.0, (self.wall_ms - self.digest_ms - round_trip.min_ms) / max(self.calls, 1))
+        return max(0.0, (self.wall_ms - self.digest_ms - self.round_trip_ms(round_trip)) / max(self.calls, 1))
 
 
 def _signed(value: int) -> int:
@@ -364,7 +380,7 @@ def trusted_timing(clocks: Sequence[BatchClock], checked: Sequence[bool], round_
         raise ValueError("no checked batch")
     calls = counted[0].calls
     per_call = min(clock.per_call_ms(round_trip) for clock in counted)
-    jitter = round_trip.spread_ms + max(clock.digest_spread_ms for clock in counted)
+    jitter = max(clock.jitter_ms(round_trip) for clock in counted)
     tolerance = max(TRUSTED_MARGIN * per_call, jitter / max(calls, 1))
     return TrustedTiming(per_call_ms=per_call, tolerance_ms=tolerance, round_trip_ms=round_trip.min_ms,
                          batches=len(clocks), checked_batches=len(counted), calls_per_batch=calls)
@@ -451,10 +467,13 @@ class TrustedBatches:
     """Runs the batches, checks a random choice of them after the fact, and rules on the event median."""
 
     def __init__(self, session: DriverSession, sets: Sequence[SharedSet], checks: BatchChecks,
-                 round_trip: RoundTrip, timeout_s: float, schedule: CheckSchedule | None = None) -> None:
+                 round_trip: RoundTrip, timeout_s: float, schedule: CheckSchedule | None = None,
+                 beside: Callable[[], float] | None = None) -> None:
         """`timeout_s` bounds one call; a batch may take that per call. `schedule` decides which batches are
-        checked (a random one by default)."""
+        checked (a random one by default). `beside` clocks one empty batch on the null candidate's driver, run
+        right before and after each batch (`BatchClock.beside`)."""
         self.session, self.sets, self.checks, self.round_trip = session, sets, checks, round_trip
+        self.beside = beside
         self.timeout_s = timeout_s
         self.schedule = schedule if schedule is not None else CheckSchedule()
         self.salt = secrets.randbits(64)
@@ -484,8 +503,11 @@ class TrustedBatches:
         if not self.clocks and not self.checks.inputs():  # the event-timed calls ran on them before
             return _inputs_changed()
         self.checks.prepare()
+        before = [self.beside()] if self.beside else []
         clock, snapshot, value = clocked_batch(self.session, self.sets, order, flush, self.salt,
                                                self.timeout_s * len(order))  # the call timeout, per call
+        if self.beside:
+            clock = replace(clock, beside=RoundTrip.of([*before, self.beside()]))
         if check is None:
             check = self.schedule.decide()
         self.clocks.append(clock)

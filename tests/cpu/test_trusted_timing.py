@@ -91,6 +91,28 @@ def test_the_tolerance_covers_the_jitter_of_the_snapshot_repeats() -> None:
     assert figure.tolerance_ms == pytest.approx(0.8 / 4)
 
 
+def test_a_loaded_host_slowing_the_round_trip_beside_a_batch_does_not_make_an_honest_median_forged() -> None:
+    # An honest 0.07 ms call, four to a batch, on a host whose round trips take 0.5 ms now, not 0.2 as when
+    # the null candidate was calibrated (seen on an H200 while the other GPU's tests compiled).
+    loaded = RoundTrip(min_ms=0.5, spread_ms=0.02)
+    wall = 4 * 0.07 + 0.5
+    alone = trusted_timing([BatchClock(4, wall, 0.0)], [True], QUIET)
+    beside = trusted_timing([BatchClock(4, wall, 0.0, beside=loaded)], [True], QUIET)
+    assert forged_median(0.07, alone) is not None
+    assert forged_median(0.07, beside) is None
+
+
+def test_the_round_trip_beside_a_batch_is_never_subtracted_below_the_calibrations() -> None:
+    clock = BatchClock(calls=4, wall_ms=10.2, digest_ms=1.0, beside=RoundTrip(min_ms=0.05, spread_ms=0.0))
+    assert clock.per_call_ms(RoundTrip(min_ms=0.2, spread_ms=0.0)) == pytest.approx(2.25)
+
+
+def test_the_tolerance_covers_how_much_the_round_trips_beside_a_batch_differed() -> None:
+    clocks = [BatchClock(4, 8.2, 0.0, beside=RoundTrip(min_ms=0.2, spread_ms=0.8))]
+    figure = trusted_timing(clocks, [True], RoundTrip(min_ms=0.2, spread_ms=0.0))
+    assert figure.tolerance_ms == pytest.approx(0.8 / 4)
+
+
 def test_a_figure_needs_a_checked_batch() -> None:
     with pytest.raises(ValueError):
         trusted_timing([BatchClock(4, 1.0, 0.0)], [False], QUIET)
@@ -219,6 +241,22 @@ def test_an_honest_median_gets_the_trusted_figure_beside_it() -> None:
     assert outcome.forged is None and outcome.failed is None
     figure = outcome.timing
     assert figure is not None and figure.per_call_ms >= 19.0 and figure.calls_per_batch == 2
+
+
+def test_each_batch_is_clocked_between_two_round_trips_on_the_null_candidates_driver() -> None:
+    beside: list[float] = []
+
+    def round_trip() -> float:
+        beside.append(0.3)
+        return 0.3
+
+    recorder = Recorder([cpu_set(1.0), cpu_set(2.0)])
+    with fake_session(20.0) as session:
+        runner = TrustedBatches(session, recorder.sets, recorder.checks(), RoundTrip(min_ms=0.0, spread_ms=0.0),
+                                timeout_s=10, schedule=CheckSchedule(draw=lambda: True), beside=round_trip)
+        outcome = runner.run(1000.0, torch.empty(1024, dtype=torch.uint8))
+    assert outcome.timing is not None and len(beside) == 2 * outcome.timing.batches
+    assert all(clock.beside == RoundTrip(min_ms=0.3, spread_ms=0.0) for clock in runner.clocks)
 
 
 def test_a_median_far_below_the_harness_clock_is_forged() -> None:
