@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from kernelblaster.harness.build import driver_library
-from kernelblaster.harness.evaluate import BuildStage, CandidateEvaluator, EvalOptions, TooLarge, detect_arch
+from kernelblaster.harness.evaluate import CandidateBuild, CandidateEvaluator, EvalOptions, TooLarge, detect_arch
 from kernelblaster.harness.memory_plan import GIB
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.tools.errors import UserFacingError
@@ -104,7 +104,7 @@ class Prepared:
 
     path: Path
     evaluator: CandidateEvaluator | None
-    build: Future[BuildStage] | None
+    build: Future[CandidateBuild] | None
     error: str = ""
 
 

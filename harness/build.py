@@ -71,13 +71,13 @@ _MISSING_FILE = re.compile(
     r"|cannot open source file \"(?P<front_end>[^\"]+)\""
 )
 
-BuildStage = Literal["static_violation", "compile_error", "link_error", "ok"]
+BuildOutcome = Literal["static_violation", "compile_error", "link_error", "ok"]
 
 
 class BuildResult(BaseModel):
     """What building one candidate produced, and the stage that stopped it (`ok` when none did)."""
 
-    stage: BuildStage
+    stage: BuildOutcome
     violations: list[StaticViolation]  # source rules, then what the object and its library break
     compile: CompileResult | None
     link: CompileResult | None

@@ -149,7 +149,7 @@ class EvalOptions(BaseModel):
 
 
 @dataclass
-class BuildStage:
+class CandidateBuild:
     """A built candidate: `result` holds the verdict when the build failed (static rules or compiler)."""
 
     label: str
@@ -197,22 +197,22 @@ class CandidateEvaluator:
         return self._run(built, Findings.of_build(built.build), verify=True, measure=True,
                          profile=self.options.profile)
 
-    def build(self, source: str, label: str) -> BuildStage:
+    def build(self, source: str, label: str) -> CandidateBuild:
         key = hashlib.sha256((source + self.header + self.arch + ",".join(sorted(self.options.allow))).encode())
         build = build_candidate(source, self.header, self.options.cache_dir / "builds" / key.hexdigest()[:20],
                                 arch=self.arch, allow=self.options.allow, cache_dir=self.objects_dir,
                                 sandbox=self.sandbox)
-        stage = BuildStage(label, source, build, None)
+        stage = CandidateBuild(label, source, build, None)
         if build.stage != "ok":
             stage.result = self._conclude(stage, Findings.of_build(build))
         return stage
 
-    def verify(self, built: BuildStage) -> EvalResult:
+    def verify(self, built: CandidateBuild) -> EvalResult:
         """Run every correctness check (with `sanitize`, compute-sanitizer's too): ok, incorrect, crash, timeout,
         sanitizer_error, or a verdict that is not the candidate's."""
         return self._run(built, Findings.of_build(built.build), verify=True, measure=False, profile=False)
 
-    def diagnose(self, built: BuildStage) -> SanitizerResult | None:
+    def diagnose(self, built: CandidateBuild) -> SanitizerResult | None:
         """Run a candidate that crashed once more, under compute-sanitizer's memcheck on seeded inputs, for a
         report of where it went wrong; None when compute-sanitizer is not on this machine. The report is
         evidence for the agent, never a verdict: a failure here is a `failed` result saying why."""
@@ -229,7 +229,7 @@ class CandidateEvaluator:
             return SanitizerResult(tool=SanitizerTool.MEMCHECK, status="failed",
                                    reason=f"the harness failed: {type(error).__name__}: {error}")
 
-    def measure(self, built: BuildStage, verified: EvalResult, profile: bool) -> EvalResult:
+    def measure(self, built: CandidateBuild, verified: EvalResult, profile: bool) -> EvalResult:
         """Time a verified candidate; check the timed calls, score it against the roofline and the baselines."""
         if verified.verdict != "ok":
             return verified
@@ -333,7 +333,7 @@ class CandidateEvaluator:
                                                         + CLAIM_CALL_MARGIN_MS)
         return self._calibrated_allowance
 
-    def _null_candidate(self) -> BuildStage:
+    def _null_candidate(self) -> CandidateBuild:
         """The harness's own null candidate (no candidate code: what it measures, a candidate cannot bend)."""
         null = self.build(NULL_CANDIDATE.read_text(), "trusted-null-candidate")
         if not null.ok:
@@ -353,7 +353,7 @@ class CandidateEvaluator:
         return self.options.cache_dir / "objects"
 
     # -- running the stages -------------------------------------------------------------------------------
-    def _run(self, built: BuildStage, findings: Findings, *, verify: bool, measure: bool,
+    def _run(self, built: CandidateBuild, findings: Findings, *, verify: bool, measure: bool,
              profile: bool) -> EvalResult:
         try:
             self._gather(built, findings, verify, measure, profile)
@@ -364,7 +364,7 @@ class CandidateEvaluator:
             _release_gpu_memory()
         return self._conclude(built, findings)
 
-    def _gather(self, built: BuildStage, findings: Findings, verify: bool, measure: bool, profile: bool) -> None:
+    def _gather(self, built: CandidateBuild, findings: Findings, verify: bool, measure: bool, profile: bool) -> None:
         """Run the stages in order, each adding its value to `findings`, until one rules the candidate out."""
         if self.gpu is None:
             findings.no_gpu = True
@@ -385,7 +385,7 @@ class CandidateEvaluator:
         if measure and timing is not None and findings.passed:
             findings.add_score(self._timed(findings, "score", lambda: self._score(timing)))
 
-    def _in_driver(self, built: BuildStage, sets: list[SharedSet], findings: Findings, verify: bool,
+    def _in_driver(self, built: CandidateBuild, sets: list[SharedSet], findings: Findings, verify: bool,
                    measure: bool) -> None:
         """Verify and time in one driver process. What this process allocates meanwhile is set aside before
         the driver starts (harness/gpu_reserve.py): a candidate that takes the GPU's memory gets a verdict on
@@ -424,7 +424,7 @@ class CandidateEvaluator:
                 session, sets[0], self._verification_context())))
 
     @contextmanager
-    def _driver(self, built: BuildStage, sets: list[SharedSet],
+    def _driver(self, built: CandidateBuild, sets: list[SharedSet],
                 allowance: ClaimAllowance | None) -> Iterator[DriverSession]:
         program = built.program
         assert program is not None, "only a built candidate runs"
@@ -476,7 +476,7 @@ class CandidateEvaluator:
                    f"after they ran, gave complete, correct outputs on all {len(sets)} sets; inputs unchanged "
                    "after every batch")])
 
-    def _sanitize(self, built: BuildStage, shared: SharedSet,
+    def _sanitize(self, built: CandidateBuild, shared: SharedSet,
                   tools: tuple[SanitizerTool, ...]) -> list[SanitizerResult]:
         """One call on seeded inputs under each checker, each in a driver process of its own."""
         program = built.program
@@ -495,7 +495,7 @@ class CandidateEvaluator:
         speedup = Speedup.of(time_ms, baseline) if baseline else None
         return Score(roofline, floor_check, baseline, speedup)
 
-    def _profile(self, built: BuildStage, sets: list[SharedSet]) -> ProfileOutcome:
+    def _profile(self, built: CandidateBuild, sets: list[SharedSet]) -> ProfileOutcome:
         assert built.program is not None
         return profile_candidate(built.program, [s.ipc() for s in sets], self._require_gpu(),
                                  self.options.timeout_s, self.sandbox)
@@ -517,7 +517,7 @@ class CandidateEvaluator:
             raise UserFacingError("no CUDA GPU is visible; this step needs an NVIDIA GPU")
         return self.gpu
 
-    def _conclude(self, built: BuildStage, findings: Findings) -> EvalResult:
+    def _conclude(self, built: CandidateBuild, findings: Findings) -> EvalResult:
         verdict, summary = decide(built.build, findings)
         build, score = built.build, findings.score
         return EvalResult(
