@@ -21,6 +21,7 @@ import contextlib
 import gc
 import hashlib
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -73,6 +74,7 @@ from kernelblaster.harness.timing import (
     RoundTrip,
     TimedInputs,
     TrustedBatches,
+    clocked_batch,
     flush_and_sync_ms,
     flush_bytes,
     measure_round_trip,
@@ -341,12 +343,17 @@ class CandidateEvaluator:
         return null
 
     @contextmanager
-    def _round_trips_beside(self, sets: list[SharedSet]) -> Iterator[Callable[[], float]]:
-        """Empty batches on the null candidate's driver, clocked as the trusted batches are, for the round trip
-        as the host is while the candidate's batches run (harness/timing.py, `BatchClock.beside`)."""
-        device = torch.device("cuda", self._require_gpu())
+    def _batches_beside(self, sets: list[SharedSet], flush: torch.Tensor) -> Iterator[Callable[[list[int]], float]]:
+        """The trusted batch clocked on the null candidate's driver (beside the candidate's, on the same sets):
+        what a batch takes beyond its calls and its snapshot as the host and the GPU are while the candidate's
+        batches run (harness/timing.py, `BatchClock.beside`)."""
         with self._driver(self._null_candidate(), sets, allowance=None) as session:
-            yield lambda: measure_round_trip(session, device, self.options.timeout_s, samples=1).min_ms
+            def beside(order: list[int]) -> float:
+                clock, _, _ = clocked_batch(session, sets, order, flush, secrets.randbits(64),
+                                            self.options.timeout_s * len(order))
+                return clock.wall_ms - clock.digest_ms
+
+            yield beside
 
     @property
     def objects_dir(self) -> Path:
@@ -460,7 +467,7 @@ class CandidateEvaluator:
         checks = BatchChecks(outputs=lambda index: timed_set_failure(index, sets[index], context),
                              inputs=inputs.unchanged, prepare=inputs.change)
         flush = torch.empty(flush_bytes(self._require_gpu()), dtype=torch.uint8, device=f"cuda:{self.gpu}")
-        with self._round_trips_beside(sets) as beside:
+        with self._batches_beside(sets, flush) as beside:
             outcome = TrustedBatches(session, sets, checks, self._round_trip, self.options.timeout_s,
                                      beside=beside).run(timing.event.median_ms, flush)
         del flush

@@ -28,11 +28,13 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   times at once and after the outputs are checked, and outputs that changed after it are `forged_result`.
 - What is subtracted is measured here only: the snapshot's own time (taken three more times after the
   clock, the fastest kept) and the round trip of an empty batch on the harness's own null candidate's driver,
-  a process with no candidate code: the fastest of several at calibration (`RoundTrip`), or, where larger,
-  the faster of two taken right before and after the batch on that driver, kept running beside the
-  candidate's (`BatchClock.beside`). A loaded host slows every round trip: on two H200s of one host, with
-  the other GPU's tests compiling, honest kernels' batches took a quarter of a millisecond more than the
-  quiet calibration allowed, and were judged forged. Per-call trusted time = (wall - snapshot - round trip)
+  a process with no candidate code: the fastest of several empty batches at calibration (`RoundTrip`), or,
+  where larger, the faster of the same batch clocked on that driver right before and after the candidate's
+  (it runs beside the candidate's; its calls launch one empty kernel each, so the GPU switches contexts as
+  for the candidate's; `BatchClock.beside`). On two H200s of one host, honest kernels' batches of four took
+  0.27 to 0.41 ms more than the quiet empty round trip allowed, and were judged forged: what the empty
+  batches did not see (a loaded host, the switches between the two processes' contexts) the null batches
+  beside carry too. Per-call trusted time = (wall - snapshot - round trip)
   / calls. Noise only ever adds to a batch's wall.
 - Checks it cannot predict. After each batch, and only then, the harness draws (secrets) whether to check
   it: every output of every call against the reference on that set's inputs as changed (computed then),
@@ -250,8 +252,9 @@ class BatchClock:
     wall_ms: float
     digest_ms: float  # the snapshot's own time: the fastest of its repeats after the clock
     digest_spread_ms: float = 0.0  # how much its repeats differed: jitter the clocked snapshot may carry
-    # Empty batches on the null candidate's driver right before and after this batch: the round trip as the
-    # host was at that moment (a loaded host slows every round trip, the calibration's was a quiet one).
+    # The same batch on the null candidate's driver right before and after this one, less its snapshot: the
+    # round trip, the GPU's switches between the two processes' contexts and the snapshot's first read after
+    # them, as the host was at that moment (the calibration's empty batches were quiet and switched nothing).
     beside: RoundTrip | None = None
 
     def round_trip_ms(self, calibrated: RoundTrip) -> float:
@@ -468,10 +471,10 @@ class TrustedBatches:
 
     def __init__(self, session: DriverSession, sets: Sequence[SharedSet], checks: BatchChecks,
                  round_trip: RoundTrip, timeout_s: float, schedule: CheckSchedule | None = None,
-                 beside: Callable[[], float] | None = None) -> None:
+                 beside: Callable[[list[int]], float] | None = None) -> None:
         """`timeout_s` bounds one call; a batch may take that per call. `schedule` decides which batches are
-        checked (a random one by default). `beside` clocks one empty batch on the null candidate's driver, run
-        right before and after each batch (`BatchClock.beside`)."""
+        checked (a random one by default). `beside` clocks the same batch on the null candidate's driver and
+        returns what it took beyond its snapshot, right before and after each batch (`BatchClock.beside`)."""
         self.session, self.sets, self.checks, self.round_trip = session, sets, checks, round_trip
         self.beside = beside
         self.timeout_s = timeout_s
@@ -503,15 +506,19 @@ class TrustedBatches:
         if not self.clocks and not self.checks.inputs():  # the event-timed calls ran on them before
             return _inputs_changed()
         self.checks.prepare()
-        before = [self.beside()] if self.beside else []
+        before = self.beside(order) if self.beside else None
         clock, snapshot, value = clocked_batch(self.session, self.sets, order, flush, self.salt,
                                                self.timeout_s * len(order))  # the call timeout, per call
-        if self.beside:
-            clock = replace(clock, beside=RoundTrip.of([*before, self.beside()]))
         if check is None:
             check = self.schedule.decide()
         self.clocks.append(clock)
         self.checked.append(check)
+        failed = self._check(order, snapshot, value, check)
+        if before is not None and self.beside is not None and failed is None:  # after the check: it poisons
+            self.clocks[-1] = replace(clock, beside=RoundTrip.of([before, self.beside(order)]))
+        return failed
+
+    def _check(self, order: list[int], snapshot: OutputSnapshot, value: int, check: bool) -> CheckResult | None:
         if not self.checks.inputs():
             return _inputs_changed()
         if not check:

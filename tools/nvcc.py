@@ -571,7 +571,9 @@ def _cache_key(source: Path, include_dirs: list[Path], flags: list[str], version
     install (another checkout sharing the cache) read another kb_abi.h, which this one's check refuses.
     """
     digest = hashlib.sha256()
-    for part in (version, "\0".join(flags), source.name, *(str(Path(d).resolve()) for d in include_dirs)):
+    work_directory = source.parent.resolve()
+    installs = [str(folder) for folder in (Path(d).resolve() for d in include_dirs) if folder != work_directory]
+    for part in (version, "\0".join(flags), source.name, *installs):
         digest.update(part.encode() + b"\0")
     digest.update(source.read_bytes())
     for folder in dict.fromkeys(Path(d).resolve() for d in [source.parent, *include_dirs]):

@@ -210,7 +210,7 @@ def test_the_object_cache_tells_installs_apart_but_not_work_directories(tmp_path
         source.parent.mkdir()
         source.write_text("__global__ void k() {}\n")
     def key(source: Path, install: Path) -> str:
-        return _cache_key(source, [install], ["-c"], "13.0")
+        return _cache_key(source, [source.parent, install], ["-c"], "13.0")
 
     assert key(sources[0], installs[0]) == key(sources[1], installs[0])
     assert key(sources[0], installs[0]) != key(sources[0], installs[1])

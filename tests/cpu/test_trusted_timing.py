@@ -243,11 +243,11 @@ def test_an_honest_median_gets_the_trusted_figure_beside_it() -> None:
     assert figure is not None and figure.per_call_ms >= 19.0 and figure.calls_per_batch == 2
 
 
-def test_each_batch_is_clocked_between_two_round_trips_on_the_null_candidates_driver() -> None:
-    beside: list[float] = []
+def test_each_batch_is_clocked_between_two_of_the_same_batches_on_the_null_candidates_driver() -> None:
+    beside: list[list[int]] = []
 
-    def round_trip() -> float:
-        beside.append(0.3)
+    def round_trip(order: list[int]) -> float:
+        beside.append(sorted(order))
         return 0.3
 
     recorder = Recorder([cpu_set(1.0), cpu_set(2.0)])
@@ -255,7 +255,7 @@ def test_each_batch_is_clocked_between_two_round_trips_on_the_null_candidates_dr
         runner = TrustedBatches(session, recorder.sets, recorder.checks(), RoundTrip(min_ms=0.0, spread_ms=0.0),
                                 timeout_s=10, schedule=CheckSchedule(draw=lambda: True), beside=round_trip)
         outcome = runner.run(1000.0, torch.empty(1024, dtype=torch.uint8))
-    assert outcome.timing is not None and len(beside) == 2 * outcome.timing.batches
+    assert outcome.timing is not None and beside == [[0, 1]] * (2 * outcome.timing.batches)
     assert all(clock.beside == RoundTrip(min_ms=0.3, spread_ms=0.0) for clock in runner.clocks)
 
 
