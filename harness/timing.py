@@ -206,6 +206,9 @@ MIN_BATCHES = 3
 MIN_CHECKED_BATCHES = 2
 MAX_BATCHES = 10
 EXTRA_BATCHES = 4  # run when the median looks forged, so noise alone never condemns
+# The most a batch beside may add to the calibration's round trip: 0.27 to 0.41 ms were seen on an H200
+# (batches of four), with room for a busier host; beyond it, only slowing the GPU for others explains it.
+BESIDE_CAP_MS = 1.0
 DIGEST_REPEATS = 3
 DIGEST_CHUNK = 1 << 21  # 64-bit words per digest step: its temporaries (16 MiB each) stay in L2
 _MASK64 = (1 << 64) - 1
@@ -259,8 +262,10 @@ class BatchClock:
 
     def round_trip_ms(self, calibrated: RoundTrip) -> float:
         """The round trip subtracted from this batch: the larger of the calibration's and the one beside it,
-        both measured on a process without candidate code."""
-        return max(calibrated.min_ms, self.beside.min_ms if self.beside else 0.0)
+        both measured on a process without candidate code, the latter at most `BESIDE_CAP_MS` above the
+        former (a candidate that kept the GPU busy for other processes would otherwise buy itself time)."""
+        beside = self.beside.min_ms if self.beside else 0.0
+        return max(calibrated.min_ms, min(beside, calibrated.min_ms + BESIDE_CAP_MS))
 
     def jitter_ms(self, calibrated: RoundTrip) -> float:
         """What noise may add to this batch's wall beyond the work and the subtracted round trip."""

@@ -17,6 +17,7 @@ from kernelblaster.harness.result import CandidateTiming, CheckResult, EvalResul
 from kernelblaster.harness.spec import TensorSpec
 from kernelblaster.harness.stats import TimingStats
 from kernelblaster.harness.timing import (
+    BESIDE_CAP_MS,
     MAX_BATCHES,
     MIN_BATCHES,
     MIN_CHECKED_BATCHES,
@@ -105,6 +106,11 @@ def test_a_loaded_host_slowing_the_round_trip_beside_a_batch_does_not_make_an_ho
 def test_the_round_trip_beside_a_batch_is_never_subtracted_below_the_calibrations() -> None:
     clock = BatchClock(calls=4, wall_ms=10.2, digest_ms=1.0, beside=RoundTrip(min_ms=0.05, spread_ms=0.0))
     assert clock.per_call_ms(RoundTrip(min_ms=0.2, spread_ms=0.0)) == pytest.approx(2.25)
+
+
+def test_a_batch_beside_adds_at_most_its_cap_to_the_calibrations_round_trip() -> None:
+    clock = BatchClock(calls=4, wall_ms=10.0, digest_ms=0.0, beside=RoundTrip(min_ms=50.0, spread_ms=0.0))
+    assert clock.round_trip_ms(QUIET) == pytest.approx(QUIET.min_ms + BESIDE_CAP_MS)
 
 
 def test_the_tolerance_covers_how_much_the_round_trips_beside_a_batch_differed() -> None:
