@@ -75,7 +75,6 @@ from kernelblaster.harness.timing import (
     TimedInputs,
     TrustedBatches,
     clocked_batch,
-    flush_and_sync_ms,
     flush_bytes,
     measure_round_trip,
     stream_escape_check,
@@ -92,7 +91,7 @@ from kernelblaster.harness.verify import (
     verify_candidate,
 )
 from kernelblaster.kb.operations import OperationKind
-from kernelblaster.tools.driver_process import ClaimAllowance, DriverError, DriverProgram, DriverSession
+from kernelblaster.tools.driver_process import DriverError, DriverProgram, DriverSession
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import cached_measurement, read_text_file
 from kernelblaster.tools.sandbox import Sandbox, require_sandbox
@@ -103,12 +102,7 @@ T = TypeVar("T")
 
 DEFAULT_ARCH = "sm_90"
 BASELINE_PROFILE_TIMEOUT_S = 600.0
-# Unclaimed time allowed around each timed call: what the driver's own work around a call (measured by
-# timing the trusted null candidate on the same buffers) takes, with margin.
-CLAIM_CALL_FACTOR = 1.5
-CLAIM_CALL_MARGIN_MS = 0.03
 NULL_CANDIDATE = files("kernelblaster.harness").joinpath("driver", "kb_null_candidate.cu")
-CALIBRATION_CALLS = (4, 24)  # two requests: the difference per call leaves out each request's fixed cost
 
 
 def default_cache_dir() -> Path:
@@ -181,7 +175,6 @@ class CandidateEvaluator:
         self.analysis = analyse_problem(problem, self.gpu)
         self.spec = self.analysis.spec
         self.header = generate_header(self.spec)
-        self._calibrated_allowance: ClaimAllowance | None = None
         self._round_trip: RoundTrip | None = None
 
     # -- the stages ---------------------------------------------------------------------------------------
@@ -318,22 +311,14 @@ class CandidateEvaluator:
         return baseline_for(self.problem, self._require_gpu(), self.options.precision, self.plan.baseline_sets,
                             self.options.cache_dir, with_compile=self.options.compile_baseline)
 
-    def _claim_allowance(self, sets: list[SharedSet]) -> ClaimAllowance:
-        """How much unclaimed time a timing request on `sets` may take per call: the driver's own work around
-        each call, measured once per evaluator by timing the trusted null candidate on the same buffers (it
-        grows with the outputs, which are poisoned and fingerprinted at every call). The same null driver
-        gives the round trip of an empty batch that the trusted batch clock subtracts (`_round_trip`)."""
-        if self._calibrated_allowance is None or self._round_trip is None:
-            with self._driver(self._null_candidate(), sets, allowance=None) as session:
-                elapsed = [_timed_request_ms(session, len(sets), calls, self.options.timeout_s)
-                           for calls in CALIBRATION_CALLS]
+    def _calibrate(self, sets: list[SharedSet]) -> RoundTrip:
+        """The round trip of an empty batch on the trusted null candidate's driver, on `sets`, measured once
+        per evaluator: what the trusted batch clock subtracts at the least (harness/timing.py)."""
+        if self._round_trip is None:
+            with self._driver(self._null_candidate(), sets) as session:
                 self._round_trip = measure_round_trip(session, torch.device("cuda", self._require_gpu()),
                                                       self.options.timeout_s)
-            per_call = max((elapsed[1] - elapsed[0]) / (CALIBRATION_CALLS[1] - CALIBRATION_CALLS[0]),
-                           flush_and_sync_ms(self._require_gpu()))
-            self._calibrated_allowance = ClaimAllowance(per_call_ms=CLAIM_CALL_FACTOR * per_call
-                                                        + CLAIM_CALL_MARGIN_MS)
-        return self._calibrated_allowance
+        return self._round_trip
 
     def _null_candidate(self) -> CandidateBuild:
         """The harness's own null candidate (no candidate code: what it measures, a candidate cannot bend)."""
@@ -347,7 +332,7 @@ class CandidateEvaluator:
         """The trusted batch clocked on the null candidate's driver (beside the candidate's, on the same sets):
         what a batch takes beyond its calls and its snapshot as the host and the GPU are while the candidate's
         batches run (harness/timing.py, `BatchClock.beside`)."""
-        with self._driver(self._null_candidate(), sets, allowance=None) as session:
+        with self._driver(self._null_candidate(), sets) as session:
             def beside(order: list[int]) -> float:
                 clock, _, _ = clocked_batch(session, sets, order, flush, secrets.randbits(64),
                                             self.options.timeout_s * len(order))
@@ -397,7 +382,8 @@ class CandidateEvaluator:
         """Verify and time in one driver process. What this process allocates meanwhile is set aside before
         the driver starts (harness/gpu_reserve.py): a candidate that takes the GPU's memory gets a verdict on
         its outputs, or, should this process run out all the same, one on the memory it held."""
-        allowance = self._claim_allowance(sets) if measure else None
+        if measure:
+            self._calibrate(sets)  # before the candidate's process holds any memory
         gpu = self._require_gpu()
         if self.plan.references == "cached":
             self.references.warm()  # computed before the candidate's process holds any memory
@@ -406,7 +392,7 @@ class CandidateEvaluator:
         leave = candidate_allowance_bytes(self.plan) + DRIVER_CONTEXT_BYTES
         with reserved_for_trusted(gpu, trusted_session_bytes(self.plan), leave):
             try:
-                with self._driver(built, sets, allowance) as session, noting_out_of_memory(gpu):
+                with self._driver(built, sets) as session, noting_out_of_memory(gpu):
                     self._check_in(session, sets, findings, verify=verify, measure=measure)
             except DriverError as error:  # setup, or a call while timing
                 findings.driver_failure = DriverFailure.of(error)
@@ -431,13 +417,12 @@ class CandidateEvaluator:
                 session, sets[0], self._verification_context())))
 
     @contextmanager
-    def _driver(self, built: CandidateBuild, sets: list[SharedSet],
-                allowance: ClaimAllowance | None) -> Iterator[DriverSession]:
+    def _driver(self, built: CandidateBuild, sets: list[SharedSet]) -> Iterator[DriverSession]:
         program = built.program
         assert program is not None, "only a built candidate runs"
         gpu = self._require_gpu()
         with DriverSession(program.command(filtered=self.sandbox is not None), sandbox=self.sandbox,
-                           view=program.view(), allowance=allowance) as session:
+                           view=program.view()) as session:
             session.setup([s.ipc() for s in sets], flush_bytes=flush_bytes(gpu), device=gpu,
                           timeout_s=self.options.timeout_s)
             yield session
@@ -580,10 +565,3 @@ def _release_gpu_memory() -> None:
     gc.collect()
     with contextlib.suppress(RuntimeError):  # a broken context: the next evaluation reports it
         torch.cuda.empty_cache()
-
-
-def _timed_request_ms(session: DriverSession, sets: int, calls: int, timeout_s: float) -> float:
-    """Wall milliseconds of one timing request of `calls` calls (all timed, none warm-up)."""
-    started = time.perf_counter()
-    session.time(sets=list(range(sets)), warmup=0, iters=calls, flush=True, timeout_s=timeout_s * calls)
-    return (time.perf_counter() - started) * 1000

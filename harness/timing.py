@@ -80,8 +80,6 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   the digest's chunk temporaries (a few 16 MiB tensors) and one reference forward at a time, which the
   memory plan's per-case budget already holds. Verification makes 15 calls (11 before: the special
   values now have 8 cases under `strict`).
-`flush_and_sync_ms` measures, in this trusted process, the work around each event-timed call that the
-driver's claims leave out (for the sum check).
 """
 
 from __future__ import annotations
@@ -123,20 +121,6 @@ class IterationPlan:
 
 def flush_bytes(device: int) -> int:
     return 2 * torch.cuda.get_device_properties(device).L2_cache_size
-
-
-def flush_and_sync_ms(device: int, samples: int = 7) -> float:
-    """One L2 flush and device synchronise, timed in this (trusted) process: the work around each timed
-    call that the driver's claimed times leave out, for the check that the claims are genuine."""
-    flush = torch.empty(flush_bytes(device), dtype=torch.uint8, device=f"cuda:{device}")
-    measured = []
-    for k in range(samples):
-        torch.cuda.synchronize(device)
-        started = time.perf_counter()
-        flush.fill_(k & 0xFF)
-        torch.cuda.synchronize(device)
-        measured.append((time.perf_counter() - started) * 1000)
-    return sorted(measured)[samples // 2]
 
 
 def time_candidate(session: DriverSession, set_indices: list[int], timeout_s: float) -> CandidateTiming:

@@ -13,8 +13,9 @@ arrives on the protocol is checked here, from outside, before it is believed:
   request was sent, twice, or with another number is a forgery, and so is a reply after the driver's
   answer to `exit`;
 - a timing reply is held against this process's own clock around the request (`forged_timing`): the
-  claimed calls must fit in the time that passed, and must account for most of it beyond what the trusted
-  side measured for the L2 flush and synchronisation around each call (`ClaimAllowance`).
+  claimed calls must fit in the time that passed. Claims too small are bounded by the harness's own batch
+  clock instead (harness/timing.py): a check of unclaimed time here judged honest kernels forged whenever
+  the host was busy (seen on two H200s of one host).
 - a reply is read within bounds (`MAX_REPLY_LINE_BYTES` per line, `MAX_REPLY_CONTAINERS` objects and
   arrays, `MAX_REPLY_ELEMENTS` elements) before it is parsed, and must have the fields and types of the
   reply it answers: the trusted process never parses more than the driver can send, so a deeply nested or
@@ -36,7 +37,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, Self, TypeVar
@@ -265,24 +265,11 @@ def _describe_exit(exit_status: int | None) -> str:
     return f" (driver exited with status {exit_status})"
 
 
-@dataclass(frozen=True)
-class ClaimAllowance:
-    """Time around each timed call that the driver does not claim (poisoning and fingerprinting the outputs,
-    the L2 flush, the synchronisations), as the trusted process measured it by timing its own null
-    candidate on the same buffers, plus a fixed allowance per request (process scheduling, JSON). Claims
-    that leave more than twice their own total unexplained are forged."""
-
-    per_call_ms: float
-    per_request_ms: float = 50.0
-
-
 CLAIM_SLACK_SHARE = 0.01  # clocks of two processes disagree a little
 CLAIM_SLACK_MS = 1.0
-UNEXPLAINED_FACTOR = 2.0
 
 
-def forged_timing(request: TimeRequest, reply: TimingReply, elapsed_ms: float,
-                  allowance: ClaimAllowance | None) -> str | None:
+def forged_timing(request: TimeRequest, reply: TimingReply, elapsed_ms: float) -> str | None:
     """Why a timing reply cannot be true, given the wall time this process saw the request take; None if
     it can."""
     calls = request.warmup + request.iters
@@ -296,15 +283,6 @@ def forged_timing(request: TimeRequest, reply: TimingReply, elapsed_ms: float,
     if claimed_ms > elapsed_ms * (1 + CLAIM_SLACK_SHARE) + CLAIM_SLACK_MS:
         return (f"{request.iters} calls claimed {claimed_ms:.3f} ms, but the whole request took {elapsed_ms:.3f} ms "
                 "by the harness's clock")
-    if allowance is None or reply.incomplete_calls:
-        # Work that escaped the stream explains unclaimed time, and the stream-escape check rejects the
-        # candidate: a forger gains nothing by reporting escaped work.
-        return None
-    unexplained_ms = elapsed_ms - calls * allowance.per_call_ms - allowance.per_request_ms
-    explained_ms = claimed_ms * calls / request.iters
-    if explained_ms * UNEXPLAINED_FACTOR < unexplained_ms:
-        return (f"{calls} calls claimed {explained_ms:.3f} ms, but the request took {elapsed_ms:.3f} ms by the "
-                f"harness's clock, {unexplained_ms:.3f} ms more than flushes and synchronisation explain")
     return None
 
 
@@ -323,14 +301,13 @@ class DriverSession:
         wrapper: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         exit_timeout_s: float | None = None,
-        allowance: ClaimAllowance | None = None,
         pass_fds: Sequence[int] = (),
     ) -> None:
         """`command` starts the driver (`DriverProgram.command`); `wrapper` prefixes it (e.g. ncu's argv).
 
         It runs inside `sandbox` seeing `view` (None: unconfined), with the sandbox's emptied environment
         plus `env`. `exit_timeout_s` bounds the wait for a clean exit on close (default 10 s, 300 s under
-        a wrapper); `allowance` enables the wall-clock check of timing claims. `pass_fds` are descriptors the
+        a wrapper). `pass_fds` are descriptors the
         process inherits (the sandbox keeps their numbers): a pipe a wrapper writes its report into.
         """
         self.argv = [*wrapper, *command]
@@ -338,7 +315,6 @@ class DriverSession:
         default_exit_timeout_s = WRAPPED_EXIT_TIMEOUT_S if wrapper else EXIT_TIMEOUT_S
         self._exit_timeout_s = exit_timeout_s if exit_timeout_s is not None else default_exit_timeout_s
         self._fatal_exit_wait_s = WRAPPED_FATAL_EXIT_WAIT_S if wrapper else FATAL_EXIT_WAIT_S
-        self._allowance = allowance
         self._pass_fds = tuple(pass_fds)
         self._process: subprocess.Popen[bytes] | None = None
         self._stdout_buffer = b""
@@ -455,7 +431,7 @@ class DriverSession:
         request = TimeRequest(warmup=warmup, iters=iters, sets=sets, flush=flush, poison=poison)
         started = time.perf_counter()
         reply = self._request(request, TimingReply, timeout_s)
-        reason = forged_timing(request, reply, (time.perf_counter() - started) * 1000, self._allowance)
+        reason = forged_timing(request, reply, (time.perf_counter() - started) * 1000)
         if reason is not None:
             raise self._forged(reason)
         return reply
@@ -553,8 +529,12 @@ class DriverSession:
         return self._process
 
     def _read_reply(self, command: str, timeout_s: float) -> dict[str, object]:
-        """The next JSON object line on stdout; other lines (a wrapper's own output) go to the tail."""
-        process = self._running_process()
+        """The next JSON object line on stdout; other lines (a wrapper's own output) go to the tail. The driver
+        may have exited since it wrote its reply (it answers `exit` and goes): what it wrote is read all the
+        same, and only an end of the pipe with no reply is its death."""
+        process = self._process
+        if process is None:
+            raise DriverCrashed("the driver session was never started", None, "")
         assert process.stdout is not None
         stdout_fd = process.stdout.fileno()
         poller = select.poll()  # not select(): a long-lived harness may hold file descriptors above 1024

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from kernelblaster.tools.driver_process import (
-    ClaimAllowance,
     DriverCrashed,
     DriverForged,
     DriverSession,
@@ -28,12 +27,11 @@ FAKE_DRIVER = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / 
 HANDLE = "ab" * 64
 
 
-def fake_session(behaviour: str = "answer", request_log: Path | None = None, allowance: ClaimAllowance | None = None,
-                 **env: str) -> DriverSession:
+def fake_session(behaviour: str = "answer", request_log: Path | None = None, **env: str) -> DriverSession:
     env = {"FAKE_DRIVER_BEHAVIOUR": behaviour, **env}
     if request_log is not None:
         env["FAKE_DRIVER_REQUEST_LOG"] = str(request_log)
-    return DriverSession([str(FAKE_DRIVER)], wrapper=[sys.executable], sandbox=None, env=env, allowance=allowance)
+    return DriverSession([str(FAKE_DRIVER)], wrapper=[sys.executable], sandbox=None, env=env)
 
 
 def one_set() -> TensorSet:
@@ -227,25 +225,8 @@ def test_timed_calls_that_claim_more_time_than_passed_are_forged() -> None:
         session.time(sets=[0], warmup=0, iters=10, flush=True, timeout_s=10)
 
 
-def test_timed_calls_that_explain_too_little_of_the_elapsed_time_are_forged() -> None:
-    allowance = ClaimAllowance(per_call_ms=0.05, per_request_ms=20.0)
-    session = fake_session(allowance=allowance, FAKE_DRIVER_TIME_MS="0.001", FAKE_DRIVER_TIME_SLEEP_S="0.5")
-    with session, pytest.raises(DriverForged, match="more than flushes and synchronisation explain"):
-        session.time(sets=[0], warmup=5, iters=50, flush=True, timeout_s=10)
-
-
-def test_unclaimed_time_of_calls_that_report_escaped_work_is_left_to_the_stream_escape_check() -> None:
-    allowance = ClaimAllowance(per_call_ms=0.05, per_request_ms=20.0)
-    session = fake_session(allowance=allowance, FAKE_DRIVER_TIME_MS="0.001", FAKE_DRIVER_TIME_SLEEP_S="0.5",
-                           FAKE_DRIVER_INCOMPLETE_CALLS="3")
-    with session:
-        timing = session.time(sets=[0], warmup=5, iters=50, flush=True, timeout_s=10)
-    assert timing.incomplete_calls == 3
-
-
-def test_timed_calls_whose_claims_explain_the_elapsed_time_are_accepted() -> None:
-    allowance = ClaimAllowance(per_call_ms=0.05, per_request_ms=20.0)
-    with fake_session(allowance=allowance) as session:
+def test_timed_calls_whose_claims_fit_the_elapsed_time_are_accepted() -> None:
+    with fake_session() as session:
         timing = session.time(sets=[0], warmup=5, iters=50, flush=True, timeout_s=10)
     assert len(timing.event_ms) == 50
 
@@ -293,3 +274,18 @@ def test_output_without_end_between_replies_is_a_forgery_found_in_bounded_time()
         session.run(0, timeout_s=10)
         session.run(0, timeout_s=10)
     assert time.monotonic() - started < 10
+
+
+def test_the_reply_to_exit_is_read_even_when_the_driver_has_gone_by_then(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A loaded host: the driver answers `exit` and ends before this process reads the answer.
+    expect_reply = DriverSession._expect_reply
+
+    def read_late(self: DriverSession, command: str, seq: int, timeout_s: float) -> dict[str, object]:
+        if command == "exit" and self._process is not None:
+            self._process.wait(timeout=10)
+        return expect_reply(self, command, seq, timeout_s)
+
+    monkeypatch.setattr(DriverSession, "_expect_reply", read_late)
+    with fake_session() as session:
+        pass
+    assert session.exit_status == 0
