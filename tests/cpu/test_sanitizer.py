@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 from fixtures import sanitizer_stand_in
-from fixtures.sanitizer_stand_in import CLEAN, INITCHECK_CUT_OFF, INITCHECK_FLOOD, MEMCHECK_OUT_OF_BOUNDS, NO_SUMMARY
+from fixtures.sanitizer_stand_in import (
+    CLEAN,
+    INITCHECK_CUT_OFF,
+    INITCHECK_FLOOD,
+    MEMCHECK_OUT_OF_BOUNDS,
+    NO_SUMMARY,
+    RACECHECK_ONE_HAZARD,
+)
 
 from kernelblaster.harness.sanitize_run import SanitizedCall, require_sanitizer, sanitize_call
 from kernelblaster.tools.driver_process import IpcTensor, TensorSet
@@ -52,14 +59,6 @@ MEMCHECK_TWO_ERRORS = "\n".join([
     "",
 ])
 
-# Written from the documented racecheck format (analysis mode), which ends in a RACECHECK SUMMARY.
-RACECHECK_ONE_HAZARD = """\
-========= COMPUTE-SANITIZER
-========= Error: Race reported between Write access at rowsum(const float *, float *, int)+0x1a0 in candidate.cu:21
-=========     and Read access at rowsum(const float *, float *, int)+0x1f0 in candidate.cu:25 [248 hazards]
-=========
-========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
-"""
 
 CLEAN_WITH_PROGRAM_OUTPUT = """\
 {"status": "ok", "mode": "run"}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from fixtures import sanitizer_stand_in
-from fixtures.sanitizer_stand_in import CLEAN, MEMCHECK_OUT_OF_BOUNDS
+from fixtures.sanitizer_stand_in import CLEAN, MEMCHECK_OUT_OF_BOUNDS, RACECHECK_ONE_HAZARD
 from hostile.containment import Tripwires
 
 from kernelblaster.harness.sanitize_run import REPORT_LIMIT_BYTES
@@ -23,13 +23,6 @@ from kernelblaster.tools.sanitizer import SanitizerResult, SanitizerTool
 
 TRUSTED_PROCESS = Path(__file__).resolve().parent / "trusted_process.py"
 FAKE_DRIVER = Path(__file__).resolve().parents[1] / "fixtures" / "candidates" / "fake_driver_protocol.py"
-RACECHECK_ONE_HAZARD = """\
-========= COMPUTE-SANITIZER
-========= Error: Race reported between Write access at rowsum(const float *, float *, int)+0x1a0 in candidate.cu:21
-=========     and Read access at rowsum(const float *, float *, int)+0x1f0 in candidate.cu:25 [248 hazards]
-=========
-========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
-"""
 # A variable the trusted process starts with: the program's environment is emptied, so the marker can reach
 # a result only if the trusted process reads one of its own files where it meant to read the report.
 MARKER_VARIABLE = "KERNELBLASTER_TRUSTED_MARKER"
