@@ -9,7 +9,9 @@ shift 2
 out=${OUT:?set OUT to the folder the logs go to}
 export KERNELBLASTER_PROMPT_OUT="$out/prompts"
 started=$(date +%s)
-timeout --kill-after=15 "$limit" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=25 --junitxml="$out/$name.xml" "$@" \
+# SIGINT at the limit, not SIGTERM: pytest then still prints the failures it has seen (a part killed at
+# b79b7db lost every message).
+timeout --signal=INT --kill-after=60 "$limit" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=25 --junitxml="$out/$name.xml" "$@" \
   > "$out/$name.log" 2>&1
 status=$?
 echo "$name: exit $status after $(( $(date +%s) - started )) s"
