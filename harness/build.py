@@ -143,25 +143,31 @@ def build_candidate(
                          *(_from_symbol(v) for v in check_object(result.compile.output, allow))]
     if result.violations:
         return result
+    _link(result, result.compile.output, workdir, arch=arch, allow=allow, cache_dir=cache_dir, sandbox=sandbox)
+    return result
 
+
+def _link(result: BuildResult, candidate: Path, workdir: Path, *, arch: str, allow: frozenset[str],
+          cache_dir: Path, sandbox: Sandbox | None) -> None:
+    """Link the candidate's object with the trusted allocation wrappers into its own library, against the
+    driver's, and check what the library imports and exports; `result` says how far it got."""
     driver = driver_library(arch, cache_dir, sandbox)
     libraries = link_libraries(allow)
     workspace = trusted_object(WORKSPACE_SOURCE, arch, cache_dir, sandbox).output
     assert workspace is not None
-    result.link = link_shared_library([result.compile.output, workspace, driver], workdir / LIBRARY_NAME, arch=arch,
+    result.link = link_shared_library([candidate, workspace, driver], workdir / LIBRARY_NAME, arch=arch,
                                       libraries=libraries, sandbox=sandbox,
                                       version_script=CANDIDATE_VERSION_SCRIPT, wrap_allocators=True)
     if result.link.output is None:
         result.stage = "link_error"
-        return result
+        return
     result.violations = [_from_symbol(v) for v in check_library(result.link.output, allow)]
     if result.violations:
-        return result
+        return
     result.stage = "ok"
     result.program = DriverProgram(launcher=driver_launcher(cache_dir, sandbox), driver=driver,
                                    library=result.link.output,
                                    library_dirs=tuple(dict.fromkeys([*library_dirs(libraries), *cudart_dirs()])))
-    return result
 
 
 def host_assembly_violations(blocks: list[AssemblyBlock]) -> list[StaticViolation]:
