@@ -85,7 +85,24 @@ def add_commands(subparsers: Subcommands) -> None:
     """Add `bench` and its sub-commands."""
     parser = subparsers.add_parser("bench", help="benchmark suites: many problems, one learning KB, reports")
     commands = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH_COMMAND")
+    _add_run(commands)
 
+    resume = add_command(commands, "resume", help="continue a suite after a crash or a kill",
+                         options=ResumeOptions, run=run_resume)
+    resume.add_argument("suite_dir", help="the suite directory")
+    _add_ray(resume)
+    _add_suite_token_limit(resume, " (replaces the suite's: to go on after it stopped at its limit)")
+
+    report = add_command(commands, "report", help="Markdown and HTML report with plots of a suite's results",
+                         options=ReportOptions, run=run_report)
+    report.add_argument("suite_dir", help="the suite directory")
+    report.add_argument("--compare", nargs="+", metavar="OTHER_DIR", help="other suites (ablations) side by side")
+    report.add_argument("--out", metavar="DIR", help="where to write (default: SUITE_DIR/report)")
+    _add_baseline(commands)
+    _add_export(commands)
+
+
+def _add_run(commands: Subcommands) -> None:
     run = add_command(commands, "run", help="optimize every problem of a suite, all learning into one KB",
                       options=BenchRunOptions, run=run_bench)
     _add_selection(run)
@@ -106,18 +123,8 @@ def add_commands(subparsers: Subcommands) -> None:
     _add_ray(run)
     run.add_argument("--parallel", metavar="N", help="with --ray: problems in flight at once (the cluster's GPUs)")
 
-    resume = add_command(commands, "resume", help="continue a suite after a crash or a kill",
-                         options=ResumeOptions, run=run_resume)
-    resume.add_argument("suite_dir", help="the suite directory")
-    _add_ray(resume)
-    _add_suite_token_limit(resume, " (replaces the suite's: to go on after it stopped at its limit)")
 
-    report = add_command(commands, "report", help="Markdown and HTML report with plots of a suite's results",
-                         options=ReportOptions, run=run_report)
-    report.add_argument("suite_dir", help="the suite directory")
-    report.add_argument("--compare", nargs="+", metavar="OTHER_DIR", help="other suites (ablations) side by side")
-    report.add_argument("--out", metavar="DIR", help="where to write (default: SUITE_DIR/report)")
-
+def _add_baseline(commands: Subcommands) -> None:
     baseline = add_command(commands, "baseline", help="time PyTorch eager and torch.compile for every problem and "
                            "compare with KernelBench's published H100 times", options=BaselineOptions,
                            run=run_baseline)
@@ -129,6 +136,7 @@ def add_commands(subparsers: Subcommands) -> None:
                           help="KernelBench baseline_times/<hardware> directory (default: SUITE's H100_Modal)")
 
 
+def _add_export(commands: Subcommands) -> None:
     export = add_command(commands, "export", help="write every problem's best kernel as a KernelBench submission file, "
                          "named as KernelBench's runs/<run_name>/ folder expects", options=ExportOptions,
                          run=run_export)
