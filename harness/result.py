@@ -49,6 +49,13 @@ class TrustedTiming(BaseModel):
     batches: int = Field(description="Batches run")
     checked_batches: int = Field(description="Batches whose outputs were all checked (chosen after they ran)")
     calls_per_batch: int = Field(description="Calls in each batch: one per rotating set")
+    # What the lowest figure was made of, for telling a loaded host from a forgery (None in older results).
+    fastest_wall_ms: float | None = Field(default=None, description="That batch's wall time by the harness's clock, "
+                                          "request to snapshot, ms")
+    fastest_snapshot_ms: float | None = Field(default=None,
+                                              description="The snapshot's own time subtracted from it, ms")
+    fastest_round_trip_ms: float | None = Field(default=None, description="The round trip subtracted from it (the "
+                                                "calibration's, or the null batch's beside it where larger), ms")
 
 
 class CandidateTiming(BaseModel):

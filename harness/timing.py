@@ -361,7 +361,16 @@ def forged_median(median_ms: float, trusted: TrustedTiming) -> str | None:
         return None
     return (f"the driver's events give a median of {median_ms:.4f} ms per call, but the harness's own clock on "
             f"{trusted.checked_batches} checked batches of {trusted.calls_per_batch} back-to-back calls gives at "
-            f"least {trusted.per_call_ms:.4f} ms per call (allowed {trusted.tolerance_ms:.4f} ms below it)")
+            f"least {trusted.per_call_ms:.4f} ms per call (allowed {trusted.tolerance_ms:.4f} ms below it)"
+            f"{_made_of(trusted)}")
+
+
+def _made_of(trusted: TrustedTiming) -> str:
+    """What the lowest batch figure was made of: a loaded host shows in its round trip, a forgery does not."""
+    if trusted.fastest_wall_ms is None or trusted.fastest_snapshot_ms is None or trusted.fastest_round_trip_ms is None:
+        return ""
+    return (f"; that batch: {trusted.fastest_wall_ms:.4f} ms wall, less {trusted.fastest_snapshot_ms:.4f} ms of "
+            f"snapshot and {trusted.fastest_round_trip_ms:.4f} ms of round trip (quiet: {trusted.round_trip_ms:.4f})")
 
 
 def trusted_timing(clocks: Sequence[BatchClock], checked: Sequence[bool], round_trip: RoundTrip) -> TrustedTiming:
@@ -371,11 +380,14 @@ def trusted_timing(clocks: Sequence[BatchClock], checked: Sequence[bool], round_
     if not counted:
         raise ValueError("no checked batch")
     calls = counted[0].calls
-    per_call = min(clock.per_call_ms(round_trip) for clock in counted)
+    fastest = min(counted, key=lambda clock: clock.per_call_ms(round_trip))
+    per_call = fastest.per_call_ms(round_trip)
     jitter = max(clock.jitter_ms(round_trip) for clock in counted)
     tolerance = max(TRUSTED_MARGIN * per_call, jitter / max(calls, 1))
     return TrustedTiming(per_call_ms=per_call, tolerance_ms=tolerance, round_trip_ms=round_trip.min_ms,
-                         batches=len(clocks), checked_batches=len(counted), calls_per_batch=calls)
+                         batches=len(clocks), checked_batches=len(counted), calls_per_batch=calls,
+                         fastest_wall_ms=fastest.wall_ms, fastest_snapshot_ms=fastest.digest_ms,
+                         fastest_round_trip_ms=fastest.round_trip_ms(round_trip))
 
 
 @dataclass

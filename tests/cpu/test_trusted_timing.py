@@ -405,3 +405,11 @@ def test_the_report_shows_the_harness_clock_beside_the_median() -> None:
     result = EvalResult(verdict="ok", summary="correct", problem="p.py", problem_sha256="0" * 64, candidate="c.cu",
                         source_sha256="0" * 64, arch="sm_90", precision="strict", compiled=True, timing=timing)
     assert "harness's clock: 95.0 us per call in back-to-back batches (2 of 4 batches checked" in render_eval(result)
+
+
+def test_a_forged_ruling_says_what_the_lowest_batch_was_made_of() -> None:
+    figure = trusted_timing([BatchClock(4, 1.08, 0.2, beside=RoundTrip(min_ms=0.5, spread_ms=0.0))], [True], QUIET)
+    reason = forged_median(0.01, figure)
+    assert reason is not None
+    assert "that batch: 1.0800 ms wall, less 0.2000 ms of snapshot and 0.5000 ms of round trip (quiet: 0.2000)" \
+        in reason
