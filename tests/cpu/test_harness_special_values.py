@@ -250,6 +250,26 @@ def test_a_finite_output_reached_by_minus_inf_must_match_pytorchs_finite_value(t
     assert not judge(problem, [wrong], case)[0]
 
 
+def test_an_output_reached_through_a_coefficient_too_small_to_perturb_may_give_pytorchs_value(
+        tmp_path: Path) -> None:
+    """-Inf times 1e-12 is -Inf, so the ReLU gives 0; a perturbation times 1e-12 moves nothing, so the reach is
+    not seen (an honest GEMM + ReLU failed so at 1 of 4M elements on an H200): PyTorch's 0 is right too."""
+    problem = small_problem(tmp_path, "torch.relu(x * 1e-12 + 1.0)")
+    _, case = special_case(problem, placed_at({(2, 5): -math.inf}))
+    like_pytorch = case.outputs[0].clone()
+    assert like_pytorch[2, 5] == 0.0
+    passed, detail = judge(problem, [like_pytorch], case)
+    assert passed, detail
+
+
+def test_an_unreached_output_far_from_both_pytorch_and_the_finite_reference_fails(tmp_path: Path) -> None:
+    problem = small_problem(tmp_path, "torch.relu(x * 1e-12 + 1.0)")
+    _, case = special_case(problem, placed_at({(2, 5): -math.inf}))
+    wrong = case.outputs[0].clone()
+    wrong[2, 5] = 7.0
+    assert not judge(problem, [wrong], case)[0]
+
+
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
 def test_pytorchs_own_output_passes_for_every_kind_of_special_value(value: float) -> None:
     _, case = special_case(ATTENTION, placed_at({(1, 3, 7): value, (0, 0, 0): 1.0}))
