@@ -46,9 +46,10 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   Verification calls are batches too (of set 0), with the same poisoning of outputs and workspace. The
   event-timed calls (the `time` request) are recognisable and their outputs are not compared: they give
   only the median, and work skipped there only pulls the median below the trusted figure.
-- The decision. An event median more than max(5% of the trusted figure, the measured jitter per call: the
-  round trip's spread and the snapshot repeats') below the trusted figure is `forged_result` (after more
-  batches have had the chance to lower the trusted figure): the events then cannot be the calls' time.
+- The decision. An event median more than max(5% of the trusted figure, the fastest checked batch's measured
+  jitter per call: the calibration's spread, its snapshot repeats', how much the batches beside it differed,
+  the last at most `BESIDE_CAP_MS`) below the trusted figure is `forged_result` (after more batches have had
+  the chance to lower the trusted figure): the events then cannot be the calls' time.
   The score stays the event median otherwise (the baselines' method); it is never replaced by the
   trusted figure, which measures back-to-back calls.
 - Why an honest kernel passes. The batch hides the launch latency between calls and keeps the candidate's
@@ -59,7 +60,9 @@ figure comes with a bound measured here. How (`TrustedBatches`):
 - What it guarantees, and what not. The median cannot be forged lower than 95% of what the GPU spends on
   the candidate's checked, back-to-back calls (less the round trip's jitter per call, which for calls
   much shorter than a round trip's jitter, tens of microseconds, over the sets per batch, is the bound);
-  the launch gap and workspace warmth a batch hides are the forger's only other room, and work still
+  the launch gap and workspace warmth a batch hides are the forger's only other room. On a loaded host the
+  jitter is larger: at most `BESIDE_CAP_MS` over the calls of a batch more, so for calls of a few tens of
+  microseconds (four to a batch) the roofline floor, not this clock, is then the bound. And work still
   writing after the reply escapes the snapshot only if it writes a tiny share of the outputs (8192
   random bytes of each are read). Inputs changed at random places make a cache keyed on pointers or on
   sampled values return stale outputs, which checked batches see; one keyed on the whole input misses in
@@ -252,8 +255,11 @@ class BatchClock:
         return max(calibrated.min_ms, min(beside, calibrated.min_ms + BESIDE_CAP_MS))
 
     def jitter_ms(self, calibrated: RoundTrip) -> float:
-        """What noise may add to this batch's wall beyond the work and the subtracted round trip."""
-        return calibrated.spread_ms + (self.beside.spread_ms if self.beside else 0.0) + self.digest_spread_ms
+        """What noise may add to this batch's wall beyond the work and the subtracted round trip. How much the
+        batches beside differed counts at most `BESIDE_CAP_MS`: a candidate that loads the host or the GPU after
+        its reply slows the batch after it, and would otherwise widen its own tolerance at will."""
+        beside = min(self.beside.spread_ms, BESIDE_CAP_MS) if self.beside else 0.0
+        return calibrated.spread_ms + beside + self.digest_spread_ms
 
     def per_call_ms(self, round_trip: RoundTrip) -> float:
         return max(0.0, (self.wall_ms - self.digest_ms - self.round_trip_ms(round_trip)) / max(self.calls, 1))
@@ -374,16 +380,17 @@ def _made_of(trusted: TrustedTiming) -> str:
 
 
 def trusted_timing(clocks: Sequence[BatchClock], checked: Sequence[bool], round_trip: RoundTrip) -> TrustedTiming:
-    """The lowest per-call time among checked batches, with its tolerance: 5%, or where larger the measured
-    jitter per call (the round trip's spread and the largest spread of a batch's snapshot repeats)."""
+    """The lowest per-call time among checked batches, with its tolerance: 5%, or where larger that batch's own
+    measured jitter per call (the round trip's spread, its snapshot repeats', the batches beside it). Only the
+    fastest batch's noise can make the figure too high; a noisier, slower batch is not the figure (at 4bc1d04
+    the largest jitter of any batch, on a host whose other GPU was busy, hid a forged median entirely)."""
     counted = [clock for clock, was_checked in zip(clocks, checked, strict=True) if was_checked]
     if not counted:
         raise ValueError("no checked batch")
     calls = counted[0].calls
     fastest = min(counted, key=lambda clock: clock.per_call_ms(round_trip))
     per_call = fastest.per_call_ms(round_trip)
-    jitter = max(clock.jitter_ms(round_trip) for clock in counted)
-    tolerance = max(TRUSTED_MARGIN * per_call, jitter / max(calls, 1))
+    tolerance = max(TRUSTED_MARGIN * per_call, fastest.jitter_ms(round_trip) / max(calls, 1))
     return TrustedTiming(per_call_ms=per_call, tolerance_ms=tolerance, round_trip_ms=round_trip.min_ms,
                          batches=len(clocks), checked_batches=len(counted), calls_per_batch=calls,
                          fastest_wall_ms=fastest.wall_ms, fastest_snapshot_ms=fastest.digest_ms,

@@ -86,9 +86,24 @@ def test_the_tolerance_is_the_round_trip_jitter_per_call_where_that_is_larger() 
 
 
 def test_the_tolerance_covers_the_jitter_of_the_snapshot_repeats() -> None:
-    clocks = [BatchClock(4, 8.2, 0.0, digest_spread_ms=0.4), BatchClock(4, 9.2, 0.0, digest_spread_ms=0.8)]
-    figure = trusted_timing(clocks, [True, True], RoundTrip(min_ms=0.2, spread_ms=0.0))
+    clocks = [BatchClock(4, 8.2, 0.0, digest_spread_ms=0.8)]
+    figure = trusted_timing(clocks, [True], RoundTrip(min_ms=0.2, spread_ms=0.0))
     assert figure.tolerance_ms == pytest.approx(0.8 / 4)
+
+
+def test_the_tolerance_is_the_fastest_batchs_jitter_not_a_noisier_slower_ones() -> None:
+    noisy = BatchClock(4, 9.2, 0.0, beside=RoundTrip(min_ms=0.2, spread_ms=0.9))
+    clocks = [BatchClock(4, 8.2, 0.0, digest_spread_ms=0.4), noisy]
+    figure = trusted_timing(clocks, [True, True], RoundTrip(min_ms=0.2, spread_ms=0.0))
+    assert figure.tolerance_ms == pytest.approx(0.4 / 4)
+
+
+def test_batches_beside_that_differ_widely_widen_the_tolerance_by_at_most_the_cap() -> None:
+    # A candidate loading the host after its reply makes the batches after it slow: 1 ms calls claimed as 0.1.
+    clocks = [BatchClock(4, 4 * 1.0 + 0.2, 0.0, beside=RoundTrip(min_ms=0.2, spread_ms=5.0))]
+    figure = trusted_timing(clocks, [True], RoundTrip(min_ms=0.2, spread_ms=0.0))
+    assert figure.tolerance_ms == pytest.approx(BESIDE_CAP_MS / 4)
+    assert forged_median(0.1, figure) is not None
 
 
 def test_a_loaded_host_slowing_the_round_trip_beside_a_batch_does_not_make_an_honest_median_forged() -> None:
