@@ -31,6 +31,17 @@ def _allocated() -> int:
     return torch.cuda.memory_allocated(0)
 
 
+def _holders() -> str:
+    """The CUDA tensors Python still reaches, with what holds each (two steps up), for a failure's message."""
+    found = []
+    for obj in gc.get_objects():
+        if isinstance(obj, torch.Tensor) and obj.is_cuda and obj.untyped_storage().nbytes() >= 1 << 20:
+            chain = [type(r).__qualname__ + (f"({r.__qualname__})" if hasattr(r, "__qualname__") else "")
+                     for r in gc.get_referrers(obj) if r is not found][:4]
+            found.append(f"{tuple(obj.shape)} {obj.dtype} held by {chain}")
+    return "; ".join(found) or "no Python-reachable CUDA tensor of 1 MiB or more"
+
+
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KERNELBLASTER_CACHE", str(tmp_path / "cache"))
@@ -56,4 +67,4 @@ def test_a_finished_run_leaves_nothing_allocated_while_its_services_live_on(tmp_
                          run_dir=str(tmp_path / "run"))
     outcome = Run.create(PROBLEM, context, services=services).advance()
     assert outcome.best_source is not None
-    assert _allocated() - before < SLACK_BYTES
+    assert _allocated() - before < SLACK_BYTES, _holders()
