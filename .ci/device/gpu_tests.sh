@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run part of the GPU specification within a time limit, keeping its log and JUnit XML under $OUT.
 #   .ci/device/gpu_tests.sh LIMIT_S NAME TEST_PATH...
-# KernelBench is read from $KERNELBLASTER_KERNELBENCH (carry a copy of ../shared/kernelbench, e.g. as
-# .kernelbench); the first lowering prompt of the GPU --llm human run is kept in $OUT/prompts/lowering.md.
+# KernelBench is read from $KERNELBLASTER_KERNELBENCH (carry a writable copy of ../shared/kernelbench, e.g.
+# `cp -r ../shared/kernelbench .kernelbench && chmod -R u+w .kernelbench`: a read-only one did not arrive); the first lowering prompt of the GPU --llm human run is kept in $OUT/prompts/lowering.md.
 set -uo pipefail
 limit=$1 name=$2
 shift 2
