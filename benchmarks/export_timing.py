@@ -10,7 +10,7 @@ the parameter lookup): a few microseconds to tens of microseconds, visible for k
 binding is also timed alone (the extension's forward, without the custom op's dispatch), to tell the two
 apart.
 
-Run on a GPU machine:  python benchmarks/export_timing.py [--kernelbench]
+Run on a GPU machine:  python benchmarks/export_timing.py [--kernelbench] [--only NAME,NAME]
 """
 
 from __future__ import annotations
@@ -104,8 +104,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kernelbench", action="store_true",
                         help="also the test kernels of four KernelBench problems (inputs of up to 6 GiB)")
+    parser.add_argument("--only", default="", metavar="NAMES",
+                        help="comma-separated problem names (file stems) to time, of those chosen; default all")
     args = parser.parse_args()
     cases = EXAMPLES + (KERNELBENCH if args.kernelbench else ())
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {problem.stem for problem, _ in cases}
+        if unknown:
+            parser.error(f"no problem named {', '.join(sorted(unknown))} (known: "
+                         f"{', '.join(problem.stem for problem, _ in cases)})")
+        cases = tuple(case for case in cases if case[0].stem in wanted)
     work = Path(tempfile.mkdtemp(prefix="kb-export-timing-"))
     arch = detect_arch(0)
     print(f"GPU: {torch.cuda.get_device_name(0)} ({arch}); torch {torch.__version__}; median ms ± half the IQR, "
