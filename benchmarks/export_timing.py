@@ -115,6 +115,8 @@ def main() -> None:
             parser.error(f"no problem named {', '.join(sorted(unknown))} (known: "
                          f"{', '.join(problem.stem for problem, _ in cases)})")
         cases = tuple(case for case in cases if case[0].stem in wanted)
+    if not torch.cuda.is_available():
+        raise SystemExit("export_timing: needs a CUDA GPU")
     work = Path(tempfile.mkdtemp(prefix="kb-export-timing-"))
     arch = detect_arch(0)
     print(f"GPU: {torch.cuda.get_device_name(0)} ({arch}); torch {torch.__version__}; median ms ± half the IQR, "
