@@ -504,7 +504,7 @@ class CandidateEvaluator:
         if self.gpu is None or not self.plan.fits or self.plan.references != "cached":
             return None
         thread = threading.Thread(target=_warm_quietly, name="warm-references", daemon=True,
-                                  args=(self.references, self.options.precision == "strict", self.plan.rotating_sets))
+                                  args=(self.references, self.options.precision == "strict"))
         thread.start()
         return thread
 
@@ -551,16 +551,16 @@ def _fill_with_timing_cases(references: ReferenceCache, sets: list[SharedSet]) -
     """Every set gets a timing case of its own (seeds verification never uses): timing and verification calls
     run on the same sets, and no set is verification's alone."""
     for index, shared in enumerate(sets):
-        case = references.timing_case(index)
-        shared.fill(case.tensor_args, case.params)
-        del case  # before the next is computed: a per-case cache holds one at a time
+        tensor_args, params = references.timing_arguments(index)
+        shared.fill(tensor_args, params)
+        del tensor_args, params  # before the next are built: one set of arguments at a time
     torch.cuda.synchronize(references.gpu)
 
 
-def _warm_quietly(references: ReferenceCache, strict: bool, timing_sets: int) -> None:
+def _warm_quietly(references: ReferenceCache, strict: bool) -> None:
     """Compute the references ahead; a failure here recurs, and is reported, when the case is needed."""
     with contextlib.suppress(Exception):
-        references.warm(strict, timing_sets)
+        references.warm(strict)
 
 
 def _release_gpu_memory() -> None:

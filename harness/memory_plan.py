@@ -132,7 +132,7 @@ def _plan(sizes: ProblemSizes, gpu: GpuMemory, seeds: int, float64: bool) -> Mem
     fixed = 2 * (DRIVER_CONTEXT_BYTES + flush) + workspace + int(SAFETY_SHARE * gpu.free_bytes)
     per_case = fixed + reserve
     sets = _sets_that_fit(sizes.set_bytes, per_case, gpu.free_bytes)
-    cached_cases = (_case_count(sizes, seeds) + sets) * _case_bytes(sizes)  # a timing case per rotating set
+    cached_cases = _case_count(sizes, seeds) * _case_bytes(sizes)  # timing sets' arguments are built, never kept
     # Kept cases are computed before the driver starts (within what the reserve then holds) and held beside it.
     cached = fixed + cached_cases + reserve + sets * sizes.set_bytes
     caching = cached_cases <= CACHE_SHARE * gpu.free_bytes and cached <= gpu.free_bytes
