@@ -194,3 +194,21 @@ def test_no_copy_of_the_outputs_is_held_while_a_later_case_is_computed(monkeypat
     verification = verify_candidate(session, shared, context)
     assert verification.passed, verification.checks[-1].detail
     assert len(copies_seen) > len(SEEDS) and copies_seen == [0] * len(copies_seen)
+
+
+def test_timing_sets_are_filled_with_their_seeds_arguments_and_no_reference_is_computed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # What a timing set must give is computed on its contents when a batch is checked (`timing_reference`); a
+    # reference computed at filling time (fp32, float64 and its conditioning) went unused.
+    def never(*args: object) -> ReferenceCase:
+        raise AssertionError("a reference was computed to fill a timing set")
+
+    monkeypatch.setattr(references, "instantiate", lambda problem, seed, device: instantiate(problem, seed, "cpu"))
+    monkeypatch.setattr(references, "compute_case", never)
+    problem = load_problem(GEMM_SUM)
+    cache = CpuReferences(problem, 0, SEEDS, "cached", True, float64=True)
+    tensor_args, params = cache.timing_arguments(1)
+    assert tensor_args and params
+    expected = instantiate(problem, references._TIMING_SEED_BASE + 1, "cpu")
+    assert all(torch.equal(a, b) for a, b in zip(tensor_args, expected.tensor_args, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(params, expected.initial_state.values(), strict=True))
