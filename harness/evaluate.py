@@ -46,12 +46,13 @@ from kernelblaster.harness.gpu_reserve import (
     freed_since,
     hoarding_check,
     noting_out_of_memory,
+    null_driver_bytes,
     reserved_for_trusted,
     trusted_session_bytes,
 )
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.machine import this_machine
-from kernelblaster.harness.memory_plan import DRIVER_CONTEXT_BYTES, GpuMemory, MemoryPlan, ProblemSizes, plan_memory
+from kernelblaster.harness.memory_plan import GpuMemory, MemoryPlan, ProblemSizes, plan_memory
 from kernelblaster.harness.precision import PrecisionPolicy
 from kernelblaster.harness.precision_facts import PrecisionFacts, measure_precision_facts, not_measured
 from kernelblaster.harness.problem import Problem, load_problem
@@ -384,12 +385,15 @@ class CandidateEvaluator:
         its outputs, or, should this process run out all the same, one on the memory it held."""
         if measure:
             self._calibrate(sets)  # before the candidate's process holds any memory
+            # The GPU's peaks (measured once, with buffers of a few GiB the plan does not count) before the
+            # candidate's process runs: the compute-floor test after timing needs them.
+            self.roofline_floor()
         gpu = self._require_gpu()
         if self.plan.references == "cached":
             self.references.warm()  # computed before the candidate's process holds any memory
-        # Left free beside the candidate's allowance: the null candidate's driver context (its round trips run
-        # beside the trusted batches).
-        leave = candidate_allowance_bytes(self.plan) + DRIVER_CONTEXT_BYTES
+        # Left free beside the candidate's allowance: the null candidate's driver (its batches run beside the
+        # trusted batches).
+        leave = candidate_allowance_bytes(self.plan) + null_driver_bytes(self.plan)
         with reserved_for_trusted(gpu, trusted_session_bytes(self.plan), leave):
             try:
                 with self._driver(built, sets) as session, noting_out_of_memory(gpu):
@@ -500,7 +504,7 @@ class CandidateEvaluator:
         if self.gpu is None or not self.plan.fits or self.plan.references != "cached":
             return None
         thread = threading.Thread(target=_warm_quietly, name="warm-references", daemon=True,
-                                  args=(self.references, self.options.precision == "strict", self.plan.rotating_sets))
+                                  args=(self.references, self.options.precision == "strict"))
         thread.start()
         return thread
 
@@ -547,16 +551,16 @@ def _fill_with_timing_cases(references: ReferenceCache, sets: list[SharedSet]) -
     """Every set gets a timing case of its own (seeds verification never uses): timing and verification calls
     run on the same sets, and no set is verification's alone."""
     for index, shared in enumerate(sets):
-        case = references.timing_case(index)
-        shared.fill(case.tensor_args, case.params)
-        del case  # before the next is computed: a per-case cache holds one at a time
+        tensor_args, params = references.timing_arguments(index)
+        shared.fill(tensor_args, params)
+        del tensor_args, params  # before the next are built: one set of arguments at a time
     torch.cuda.synchronize(references.gpu)
 
 
-def _warm_quietly(references: ReferenceCache, strict: bool, timing_sets: int) -> None:
+def _warm_quietly(references: ReferenceCache, strict: bool) -> None:
     """Compute the references ahead; a failure here recurs, and is reported, when the case is needed."""
     with contextlib.suppress(Exception):
-        references.warm(strict, timing_sets)
+        references.warm(strict)
 
 
 def _release_gpu_memory() -> None:

@@ -1,9 +1,10 @@
 """GPU memory the trusted process needs while a candidate's driver runs, set aside before the driver starts,
 and the blame for running out of it.
 
-While a candidate's process lives, the trusted process still allocates: the copy of the outputs kept for
-the determinism and staleness checks, each comparison chunk's temporaries and, when references are computed
-one case at a time, a whole reference forward pass. A candidate that takes all free device memory would make
+While a candidate's process lives, the trusted process still allocates: its L2 flush buffer, the copy of the
+outputs kept for the determinism check, each comparison chunk's temporaries and whole reference cases (every
+case when they are computed one at a time; the timing references and extra verification's fresh seeds in any
+case). A candidate that takes all free device memory would make
 those allocations fail, and the evaluation would end as the harness's failure instead of a verdict on the
 candidate. So `reserved_for_trusted` has PyTorch's caching allocator take what the memory plan counts for
 the trusted side (`trusted_session_bytes`) before the driver starts, and free it into its own cache: later
@@ -26,22 +27,17 @@ from contextlib import contextmanager
 import torch
 
 from kernelblaster.harness.memory_plan import (
-    COMPARE_CHUNK_BYTES,
     DRIVER_CONTEXT_BYTES,
     GIB,
-    MIB,
+    SMALL_BLOCK_BYTES,
+    SMALL_BLOCKS,
+    SMALL_SEGMENT_BYTES,
     MemoryPlan,
-    per_case_reference_bytes,
+    trusted_bytes,
+    trusted_reserve_large_bytes,
 )
 from kernelblaster.harness.result import CheckResult
 
-# The reserve is split among allocations of many sizes: room for the allocator's rounding and splitting
-# (kept small: the plan's safety share, 5% of free memory, must cover it).
-RESERVE_MARGIN = 1.1
-RESERVE_EXTRA_BYTES = 64 * MIB
-# Allocations of at most 1 MiB come from PyTorch's small pool, in 2 MiB segments of their own.
-SMALL_BLOCK_BYTES = 1 * MIB
-SMALL_BLOCKS = 32
 # How long a driver's process may take to give its memory back once it has ended.
 RELEASE_WAIT_S = 3.0
 RELEASE_POLL_S = 0.1
@@ -57,13 +53,9 @@ class TrustedOutOfMemory(Exception):
 
 
 def trusted_session_bytes(plan: MemoryPlan) -> int:
-    """What the trusted process allocates at most while a driver runs: with references kept (and computed
-    before it starts), the copy of the outputs and one comparison chunk; computed one case at a time, also
-    a whole case computed while that copy is held."""
-    sizes = plan.sizes
-    if plan.references == "cached":
-        return sizes.output_bytes + COMPARE_CHUNK_BYTES
-    return sizes.output_bytes + per_case_reference_bytes(sizes, plan.float64_references)
+    """What the trusted process allocates at most while a driver runs, as the plan counts it
+    (`memory_plan.trusted_bytes`: its flush buffer and one reference case computed or checked)."""
+    return trusted_bytes(plan.sizes, plan.flush_bytes, plan.float64_references)
 
 
 def candidate_allowance_bytes(plan: MemoryPlan) -> int:
@@ -72,20 +64,32 @@ def candidate_allowance_bytes(plan: MemoryPlan) -> int:
     return DRIVER_CONTEXT_BYTES + plan.flush_bytes + plan.workspace_headroom_bytes
 
 
+def null_driver_bytes(plan: MemoryPlan) -> int:
+    """The device memory the harness's null candidate's driver holds beside the candidate's (while the trusted
+    batches run): its CUDA context and its L2 flush buffer."""
+    return DRIVER_CONTEXT_BYTES + plan.flush_bytes
+
+
+def reserve_block_bytes(nbytes: int, free_bytes: int, leave_bytes: int) -> int:
+    """The large block the reserve for `nbytes` allocates when `free_bytes` are free: the plan's
+    (`memory_plan.trusted_reserve_large_bytes`), as far as it leaves `leave_bytes` and the small-pool segments."""
+    room = free_bytes - leave_bytes - SMALL_BLOCKS * SMALL_SEGMENT_BYTES
+    return max(0, min(trusted_reserve_large_bytes(nbytes), room))
+
+
 @contextmanager
 def reserved_for_trusted(gpu: int, nbytes: int, leave_bytes: int) -> Iterator[None]:
     """Within the block, `nbytes` (with margin) and a few small-pool segments sit in PyTorch's cache for this
     process, as far as that leaves `leave_bytes` free (the candidate's allowance); they go back to the device
-    after it."""
+    after it. The memory plan counts exactly this (`memory_plan.trusted_reserve_bytes`)."""
     device = f"cuda:{gpu}"
     # cuBLAS's workspace, kept as long as its handle, is allocated through PyTorch's allocator: taken now, it
     # is not carved out of the reserve, which can then go back to the device whole.
     torch.cuda.current_blas_handle()
+    torch.cuda.empty_cache()  # blocks cached before (the GPU's peaks measured, say) are not the reserve's
     free = torch.cuda.mem_get_info(gpu)[0]
     small = [torch.empty(SMALL_BLOCK_BYTES, dtype=torch.uint8, device=device) for _ in range(SMALL_BLOCKS)]
-    wanted = int(nbytes * RESERVE_MARGIN) + RESERVE_EXTRA_BYTES
-    room = free - leave_bytes - SMALL_BLOCKS * 2 * SMALL_BLOCK_BYTES
-    large = torch.empty(max(0, min(wanted, room)), dtype=torch.uint8, device=device)
+    large = torch.empty(reserve_block_bytes(nbytes, free, leave_bytes), dtype=torch.uint8, device=device)
     del large, small  # freed into the allocator's cache, which keeps them for this process
     try:
         yield

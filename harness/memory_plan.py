@@ -6,9 +6,12 @@ more only where they fit), whether reference cases are kept for later candidates
 a time and dropped, how many input sets the PyTorch baseline rotates over, the element count of one
 comparison chunk, and whether reference cases are also computed in float64 (only where that costs no rotating
 set and no caching: it needs float64 copies of the inputs, params and forward pass).
-Everything else that lives on the GPU meanwhile is counted: the test driver's own CUDA
-context, its L2 flush buffer, headroom for the candidate's workspace, one copy of the outputs (determinism
-and staleness checks), one comparison chunk's temporaries, and a safety share for allocator rounding.
+Everything else that lives on the GPU meanwhile is counted: the candidate's driver (its CUDA context, its L2
+flush buffer, headroom for its workspace), the harness's null candidate's driver beside it (context and flush
+buffer), and what this process sets aside in PyTorch's allocator before the candidate's driver starts
+(`trusted_reserve_bytes`, taken by harness/gpu_reserve.py exactly as counted here: its own flush buffer and
+one reference case computed, or checked beside a copy of the outputs and one comparison chunk's temporaries,
+with the reserve's margin), and a safety share for the rest (library handles, the drivers' allocator rounding).
 When even one set with one reference case cannot fit, the plan says `too_large` with the bytes needed and
 available, and nothing runs. A plan is pure arithmetic: it is computed and tested without a GPU.
 """
@@ -34,8 +37,16 @@ LIBRARY_WORKSPACE_BYTES = 512 * MIB
 # One comparison chunk holds about 32 bytes of temporaries per element (two float64 copies, masks, errors).
 COMPARE_CHUNK_BYTES = 256 * MIB
 COMPARE_BYTES_PER_ELEMENT = 32
-# Allocator rounding and fragmentation.
+# Allocator rounding and fragmentation outside the trusted reserve (the drivers' own, library handles).
 SAFETY_SHARE = 0.05
+# The trusted reserve (harness/gpu_reserve.py): the bytes the trusted side needs, with this margin for the
+# caching allocator's rounding and splitting, in one large block; and a few blocks for PyTorch's small pool.
+RESERVE_MARGIN = 1.1
+RESERVE_EXTRA_BYTES = 64 * MIB
+SMALL_BLOCK_BYTES = 1 * MIB  # allocations of at most 1 MiB come from PyTorch's small pool
+SMALL_BLOCKS = 32
+SMALL_SEGMENT_BYTES = 2 * MIB  # the small pool's segment: counted whole for each small block, at most
+LARGE_ROUNDING_BYTES = 2 * MIB  # PyTorch rounds a large allocation up to a multiple of this
 # Reference cases are kept for later candidates only while they take at most this share of free memory.
 CACHE_SHARE = 0.25
 
@@ -92,6 +103,10 @@ class MemoryPlan(BaseModel):
     float64_references: bool = Field(default=False, description="Whether reference cases are also computed in "
                                                                 "float64 (candidates judged against them, within "
                                                                 "bounds that follow PyTorch's own fp32 error)")
+    trusted_reserve_bytes: int = Field(default=0, description="What this process sets aside in PyTorch's "
+                                                              "allocator while a candidate's driver runs "
+                                                              "(harness/gpu_reserve.py), counted in needed_bytes; "
+                                                              "0 in plans recorded before it was counted, bytes")
 
     def too_large_summary(self) -> str:
         return (f"the problem needs {_gib(self.needed_bytes)} of GPU memory for one argument set "
@@ -111,13 +126,15 @@ def plan_memory(sizes: ProblemSizes, gpu: GpuMemory, seeds: int) -> MemoryPlan:
 def _plan(sizes: ProblemSizes, gpu: GpuMemory, seeds: int, float64: bool) -> MemoryPlan:
     flush = 2 * gpu.l2_bytes
     workspace = max(MIN_WORKSPACE_BYTES, int(WORKSPACE_SHARE * sizes.set_bytes))
-    # Two driver contexts: the candidate's, and the null candidate's beside it while the trusted batches run.
-    fixed = 2 * DRIVER_CONTEXT_BYTES + flush + workspace + int(SAFETY_SHARE * gpu.free_bytes)
-    per_case = fixed + _per_case_reference_bytes(sizes, float64)
+    reserve = trusted_reserve_bytes(trusted_bytes(sizes, flush, float64))
+    # Two drivers: the candidate's (context, flush buffer, workspace), and the null candidate's beside it while
+    # the trusted batches run (context and flush buffer); this process's reserve; the safety share.
+    fixed = 2 * (DRIVER_CONTEXT_BYTES + flush) + workspace + int(SAFETY_SHARE * gpu.free_bytes)
+    per_case = fixed + reserve
     sets = _sets_that_fit(sizes.set_bytes, per_case, gpu.free_bytes)
-    cached_cases = (_case_count(sizes, seeds) + sets) * _case_bytes(sizes)  # a timing case per rotating set
-    cached = (fixed + cached_cases + _computing_bytes(sizes, float64) + _comparing_bytes(sizes)
-              + sets * sizes.set_bytes)
+    cached_cases = _case_count(sizes, seeds) * _case_bytes(sizes)  # timing sets' arguments are built, never kept
+    # Kept cases are computed before the driver starts (within what the reserve then holds) and held beside it.
+    cached = fixed + cached_cases + reserve + sets * sizes.set_bytes
     caching = cached_cases <= CACHE_SHARE * gpu.free_bytes and cached <= gpu.free_bytes
     # The baseline is timed in this process while cached references are still held.
     baseline_sets = _baseline_sets(sizes, gpu.free_bytes - (cached_cases if caching else 0))
@@ -130,7 +147,29 @@ def _plan(sizes: ProblemSizes, gpu: GpuMemory, seeds: int, float64: bool) -> Mem
                       references="cached" if fits and caching else "per_case",
                       baseline_sets=baseline_sets if fits else 0, compare_chunk_elements=compare_chunk_elements(),
                       flush_bytes=flush, workspace_headroom_bytes=workspace, needed_bytes=needed,
-                      available_bytes=gpu.free_bytes, sizes=sizes, gpu=gpu.name, float64_references=fits and float64)
+                      available_bytes=gpu.free_bytes, sizes=sizes, gpu=gpu.name, float64_references=fits and float64,
+                      trusted_reserve_bytes=reserve)
+
+
+def trusted_bytes(sizes: ProblemSizes, flush_bytes: int, float64: bool) -> int:
+    """What this process allocates through PyTorch at most while a candidate's driver runs, whether references
+    are kept or not: its own L2 flush buffer (the trusted batches), and one reference case computed or checked
+    (one case at a time: every case; kept: the timing references on the changed inputs and extra verification's
+    fresh seeds, which are computed then all the same). The copy of the outputs the determinism check keeps is
+    held only while checking, never while a case is computed (harness/verify.py keeps a digest after it)."""
+    return flush_bytes + _per_case_reference_bytes(sizes, float64)
+
+
+def trusted_reserve_large_bytes(trusted: int) -> int:
+    """The large block the reserve allocates for `trusted` bytes (before PyTorch's rounding)."""
+    return int(trusted * RESERVE_MARGIN) + RESERVE_EXTRA_BYTES
+
+
+def trusted_reserve_bytes(trusted: int) -> int:
+    """What the reserve for `trusted` bytes takes from the device: the large block as PyTorch rounds it, and
+    the small-pool segments."""
+    large = -(-trusted_reserve_large_bytes(trusted) // LARGE_ROUNDING_BYTES) * LARGE_ROUNDING_BYTES
+    return large + SMALL_BLOCKS * SMALL_SEGMENT_BYTES
 
 
 def compare_chunk_elements() -> int:
@@ -156,9 +195,10 @@ def _computing_bytes(sizes: ProblemSizes, float64: bool) -> int:
 
 
 def _comparing_bytes(sizes: ProblemSizes) -> int:
-    """Checking a case beyond the case itself: one copy of the outputs, one expected tensor (special values)
-    and one chunk's temporaries."""
-    return 2 * sizes.output_bytes + COMPARE_CHUNK_BYTES
+    """Checking a case beyond the case itself: one expected tensor (special values; the float64 result where
+    PyTorch's fp32 one differs in class) and one chunk's temporaries. The copy of the outputs the determinism
+    check keeps is held while no case is (harness/verify.py): the output and a chunk, within this."""
+    return sizes.output_bytes + COMPARE_CHUNK_BYTES
 
 
 def per_case_reference_bytes(sizes: ProblemSizes, float64: bool) -> int:

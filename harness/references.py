@@ -78,9 +78,26 @@ MIN_SPECIAL_VALUES, MAX_SPECIAL_VALUES = 3, 64
 WIDE_RANGE_EXPONENT = 8  # wide-range inputs: each element times 2**k, k uniform in [-8, 8] (exact in floats)
 
 
+# Below this many elements positions come from a permutation; above, from draws (a permutation of a 1.6e9-element
+# input takes over a minute of CPU time and 13 GB of host memory, for 64 positions).
+PERMUTE_BELOW = 1 << 20
+# Wide-range inputs are scaled this many elements at a time on their own device (bounded temporaries).
+WIDE_RANGE_CHUNK = 1 << 23
+
+
 def _random_positions(numel: int, count: int) -> torch.Tensor:
+    """`min(count, numel)` distinct places in [0, numel), a uniformly random subset in random order (as a
+    permutation's first elements), by a secret seed drawn now."""
     generator = torch.Generator().manual_seed(secrets.randbits(63))
-    return torch.randperm(numel, generator=generator)[: min(count, numel)]
+    wanted = min(count, numel)
+    if numel <= PERMUTE_BELOW:
+        return torch.randperm(numel, generator=generator)[:wanted]
+    chosen: dict[int, None] = {}  # insertion-ordered: draws in order, repeats dropped
+    while len(chosen) < wanted:
+        for position in torch.randint(numel, (wanted,), generator=generator).tolist():
+            if len(chosen) < wanted:
+                chosen.setdefault(position)
+    return torch.tensor(list(chosen), dtype=torch.int64)
 
 
 def _with_special_values(tensor: torch.Tensor) -> None:
@@ -115,9 +132,19 @@ def _zero_mean(tensor: torch.Tensor) -> None:
 
 
 def _wide_range(tensor: torch.Tensor) -> None:
-    generator = torch.Generator().manual_seed(secrets.randbits(63))
-    exponents = torch.randint(-WIDE_RANGE_EXPONENT, WIDE_RANGE_EXPONENT + 1, tuple(tensor.shape), generator=generator)
-    tensor.mul_(torch.pow(2.0, exponents.to(torch.float64)).to(device=tensor.device, dtype=tensor.dtype))
+    """Each element times 2**k, k uniform in [-8, 8], drawn on the tensor's own device (a CPU draw of a 6 GiB
+    input took 13 GB of host memory and a minute); the powers of two come from a table, so exact."""
+    generator = torch.Generator(device=tensor.device).manual_seed(secrets.randbits(63))
+    powers = torch.pow(2.0, torch.arange(-WIDE_RANGE_EXPONENT, WIDE_RANGE_EXPONENT + 1, dtype=torch.float64))
+    powers = powers.to(device=tensor.device, dtype=tensor.dtype)
+    if not tensor.is_contiguous():  # rare: scaled whole, in its own shape
+        tensor.mul_(powers[torch.randint(powers.numel(), tuple(tensor.shape), generator=generator,
+                                         device=tensor.device)])
+        return
+    flat = tensor.view(-1)
+    for start in range(0, flat.numel(), WIDE_RANGE_CHUNK):
+        part = flat[start:start + WIDE_RANGE_CHUNK]
+        part.mul_(powers[torch.randint(powers.numel(), part.shape, generator=generator, device=tensor.device)])
 
 
 # Each transform changes a floating-point input in place (the instance is made for the case alone).
@@ -166,10 +193,12 @@ class ReferenceCache:
         transform = dict(SPECIAL_CASES + STRICT_CASES)[label]
         return self._case(label, lambda: self._compute(self.seeds[0], (label, transform)))
 
-    def timing_case(self, index: int) -> ReferenceCase:
-        """The case timing set `index` is filled with: a seed verification never uses, secret to the driver."""
-        seed = _TIMING_SEED_BASE + index
-        return self._case(f"timing case {index}", lambda: self._relabelled(seed, f"timing case {index}"))
+    def timing_arguments(self, index: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The tensor arguments and params timing set `index` is filled with: a seed verification never uses,
+        secret to the driver. Built, never run: what the timed calls must give is computed on the set's contents
+        when a batch is checked (`timing_reference`), so a reference here would go unused."""
+        instance = instantiate(self.problem, _TIMING_SEED_BASE + index, f"cuda:{self.gpu}")
+        return instance.tensor_args, list(instance.initial_state.values())
 
     def timing_reference(self, index: int, tensor_args: list[torch.Tensor]) -> ReferenceCase:
         """What timing case `index` must give on `tensor_args` (its set's contents now: the timing changes them
@@ -185,22 +214,15 @@ class ReferenceCache:
         case.label = f"timing case {index}, changed at random places"
         return case
 
-    def _relabelled(self, seed: int, label: str) -> ReferenceCase:
-        case = self._compute(seed, None)
-        case.label = label
-        return case
-
-    def warm(self, strict: bool = False, timing_sets: int = 0) -> None:
-        """Compute every case now when they are kept (e.g. in a thread while the candidate compiles): the seeds,
-        the special values (with `strict`, the strict-only ones too) and `timing_sets` timing cases."""
+    def warm(self, strict: bool = False) -> None:
+        """Compute every case now when they are kept (e.g. in a thread while the candidate compiles): the seeds
+        and the special values (with `strict`, the strict-only ones too)."""
         if self.holding != "cached":
             return
         for seed in self.seeds:
             self.seed_case(seed)
         for label in self.special_labels(strict):
             self.special_case(label)
-        for index in range(timing_sets):
-            self.timing_case(index)
 
     def _case(self, label: str, compute: Callable[[], ReferenceCase]) -> ReferenceCase:
         if self.holding != "cached":

@@ -10,13 +10,17 @@ from kernelblaster.harness.gpu_reserve import (
     candidate_allowance_bytes,
     hoarding_check,
     is_out_of_memory,
+    null_driver_bytes,
+    reserve_block_bytes,
     trusted_session_bytes,
 )
 from kernelblaster.harness.memory_plan import (
-    COMPARE_CHUNK_BYTES,
     DRIVER_CONTEXT_BYTES,
     GIB,
+    LARGE_ROUNDING_BYTES,
     MIB,
+    SMALL_BLOCKS,
+    SMALL_SEGMENT_BYTES,
     GpuMemory,
     ProblemSizes,
     per_case_reference_bytes,
@@ -32,17 +36,40 @@ def sizes(gib: float) -> ProblemSizes:
                         float_inputs=True)
 
 
-def test_with_references_kept_the_trusted_side_sets_aside_an_output_copy_and_a_comparison_chunk() -> None:
+def test_with_references_kept_the_trusted_side_sets_aside_its_flush_buffer_and_a_case_computed_meanwhile() -> None:
+    # Kept references are not recomputed, but the timing references (on the changed inputs) are, while the
+    # candidate's driver runs.
     plan = plan_memory(sizes(0.01), H100, 5)
     assert plan.references == "cached"
-    assert trusted_session_bytes(plan) == plan.sizes.output_bytes + COMPARE_CHUNK_BYTES
+    assert trusted_session_bytes(plan) == plan.flush_bytes + per_case_reference_bytes(plan.sizes,
+                                                                                      plan.float64_references)
 
 
-def test_with_references_computed_per_case_it_also_sets_aside_a_whole_case() -> None:
+def test_with_references_computed_per_case_it_sets_aside_the_same() -> None:
     plan = plan_memory(sizes(1.5), H100, 5)
     assert plan.references == "per_case"
-    assert trusted_session_bytes(plan) == plan.sizes.output_bytes + per_case_reference_bytes(
-        plan.sizes, plan.float64_references)
+    assert trusted_session_bytes(plan) == plan.flush_bytes + per_case_reference_bytes(plan.sizes,
+                                                                                      plan.float64_references)
+
+
+def test_the_reserve_takes_what_the_plan_counts_for_it() -> None:
+    plan = plan_memory(sizes(6.0), H100, 5)
+    block = reserve_block_bytes(trusted_session_bytes(plan), H100.free_bytes, 0)
+    rounded = -(-block // LARGE_ROUNDING_BYTES) * LARGE_ROUNDING_BYTES
+    assert rounded + SMALL_BLOCKS * SMALL_SEGMENT_BYTES == plan.trusted_reserve_bytes
+
+
+def test_the_reserve_leaves_the_candidate_its_allowance() -> None:
+    plan = plan_memory(sizes(6.0), H100, 5)
+    free = plan.trusted_reserve_bytes  # less than the reserve wants once the allowance is left
+    leave = candidate_allowance_bytes(plan) + null_driver_bytes(plan)
+    block = reserve_block_bytes(trusted_session_bytes(plan), free, leave)
+    assert block + SMALL_BLOCKS * SMALL_SEGMENT_BYTES + leave == free
+
+
+def test_the_null_candidates_driver_holds_its_context_and_flush_buffer() -> None:
+    plan = plan_memory(sizes(0.01), H100, 5)
+    assert null_driver_bytes(plan) == DRIVER_CONTEXT_BYTES + plan.flush_bytes
 
 
 def test_a_candidate_that_held_more_than_its_allowance_fails_the_runs_check_saying_how_much() -> None:

@@ -6,6 +6,7 @@ right only on the verification seeds."""
 
 from __future__ import annotations
 
+import gc
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -172,3 +173,42 @@ def test_a_kernel_that_caches_its_first_result_still_fails_no_caching(monkeypatc
     failed = verify_candidate(session, shared, context).checks[-1]
     assert not failed.passed and failed.name == "no_caching", failed.detail
     assert "cached" in failed.detail
+
+
+def test_no_copy_of_the_outputs_is_held_while_a_later_case_is_computed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A per-case cache computes each later case while the runner waits: the trusted side's peak (a whole reference
+    # case, which the memory plan counts) must not carry a copy of the outputs beside it.
+    session, shared, context = setup(GEMM_SUM, gemm_sum_rewrite, monkeypatch)
+    output = shared.outputs[0].tensor
+    copies_seen: list[int] = []
+    compute = CpuReferences._compute
+
+    def counting(self: CpuReferences, seed: int,
+                 special: tuple[str, Callable[[torch.Tensor], object]] | None) -> ReferenceCase:
+        tensors = [t for t in gc.get_objects() if issubclass(type(t), torch.Tensor)]
+        alive = {t.data_ptr() for t in tensors if t.shape == output.shape}
+        copies_seen.append(len(alive - {output.data_ptr()}))
+        return compute(self, seed, special)
+
+    monkeypatch.setattr(CpuReferences, "_compute", counting)
+    verification = verify_candidate(session, shared, context)
+    assert verification.passed, verification.checks[-1].detail
+    assert len(copies_seen) > len(SEEDS) and copies_seen == [0] * len(copies_seen)
+
+
+def test_timing_sets_are_filled_with_their_seeds_arguments_and_no_reference_is_computed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # What a timing set must give is computed on its contents when a batch is checked (`timing_reference`); a
+    # reference computed at filling time (fp32, float64 and its conditioning) went unused.
+    def never(*args: object) -> ReferenceCase:
+        raise AssertionError("a reference was computed to fill a timing set")
+
+    monkeypatch.setattr(references, "instantiate", lambda problem, seed, device: instantiate(problem, seed, "cpu"))
+    monkeypatch.setattr(references, "compute_case", never)
+    problem = load_problem(GEMM_SUM)
+    cache = CpuReferences(problem, 0, SEEDS, "cached", True, float64=True)
+    tensor_args, params = cache.timing_arguments(1)
+    assert tensor_args and params
+    expected = instantiate(problem, references._TIMING_SEED_BASE + 1, "cpu")
+    assert all(torch.equal(a, b) for a, b in zip(tensor_args, expected.tensor_args, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(params, expected.initial_state.values(), strict=True))

@@ -3,17 +3,22 @@ structured cases that expose skipped work, and the strict-only cases, on CPU ten
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
+from kernelblaster.harness import references
 from kernelblaster.harness.references import (
     LARGE_SCALE,
     MAX_SPECIAL_VALUES,
+    PERMUTE_BELOW,
     SPECIAL_CASES,
     STRICT_CASES,
     WIDE_RANGE_EXPONENT,
     _one_large,
     _one_nan,
+    _random_positions,
     _wide_range,
     _with_special_values,
     _zero_mean,
@@ -77,6 +82,45 @@ def test_wide_range_inputs_scale_each_element_by_a_power_of_two_within_the_bound
     exponents = torch.log2(tensor / original)
     assert torch.equal(exponents, exponents.round())
     assert int(exponents.abs().max()) <= WIDE_RANGE_EXPONENT and len(set(exponents.tolist())) > 3
+
+
+def test_positions_in_a_huge_tensor_are_distinct_drawn_quickly_and_within_it() -> None:
+    # 1e12 elements: a permutation could not even be allocated; draws take microseconds.
+    started = time.perf_counter()
+    positions = _random_positions(10**12, MAX_SPECIAL_VALUES).tolist()
+    assert time.perf_counter() - started < 1.0
+    assert len(set(positions)) == len(positions) == MAX_SPECIAL_VALUES
+    assert all(0 <= p < 10**12 for p in positions)
+
+
+def test_positions_just_above_the_permutation_size_cover_the_whole_tensor() -> None:
+    numel = PERMUTE_BELOW + 1
+    drawn = {p for _ in range(64) for p in _random_positions(numel, MAX_SPECIAL_VALUES).tolist()}
+    assert min(drawn) < numel // 8 and max(drawn) > numel - numel // 8
+
+
+def test_positions_of_a_tensor_smaller_than_the_count_are_all_of_it() -> None:
+    assert sorted(_random_positions(5, MAX_SPECIAL_VALUES).tolist()) == [0, 1, 2, 3, 4]
+
+
+def test_wide_range_chunks_each_draw_their_own_powers_of_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(references, "WIDE_RANGE_CHUNK", 256)
+    tensor = torch.rand(4096, dtype=torch.float64) + 1.0
+    original = tensor.clone()
+    _wide_range(tensor)
+    exponents = torch.log2(tensor / original)
+    assert torch.equal(exponents, exponents.round()) and int(exponents.abs().max()) <= WIDE_RANGE_EXPONENT
+    assert not torch.equal(exponents[:256], exponents[256:512])
+    assert len(set(exponents[-256:].tolist())) > 3
+
+
+def test_wide_range_scales_a_transposed_input_in_place() -> None:
+    tensor = (torch.rand(64, 32) + 1.0).t()
+    original = tensor.clone()
+    _wide_range(tensor)
+    exponents = torch.log2(tensor / original)
+    assert torch.equal(exponents, exponents.round()) and int(exponents.abs().max()) <= WIDE_RANGE_EXPONENT
+    assert len(set(exponents.flatten().tolist())) > 3
 
 
 def test_strict_cases_are_not_among_the_cases_every_policy_runs() -> None:
