@@ -172,3 +172,23 @@ def test_a_kernel_that_caches_its_first_result_still_fails_no_caching(monkeypatc
     failed = verify_candidate(session, shared, context).checks[-1]
     assert not failed.passed and failed.name == "no_caching", failed.detail
     assert "cached" in failed.detail
+
+
+def test_a_verification_records_the_seconds_of_its_checks_and_of_special_values_apart(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    session, shared, context = setup(GEMM_SUM, gemm_sum_rewrite, monkeypatch)
+    verification = verify_candidate(session, shared, context)
+    assert verification.passed
+    assert list(verification.seconds) == ["verification", "special_values"]
+    assert all(seconds > 0 for seconds in verification.seconds.values())
+
+
+def test_a_verification_that_stops_before_special_values_records_no_special_values_stage(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def skips_rows(inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [inputs[0] @ params[0][::2].sum(dim=0).unsqueeze(1) * 0.75]
+
+    session, shared, context = setup(GEMM_SUM, skips_rows, monkeypatch)
+    verification = verify_candidate(session, shared, context)
+    assert not verification.passed
+    assert list(verification.seconds) == ["verification"]
