@@ -141,3 +141,11 @@ def test_stage_totals_leave_out_the_stages_no_evaluation_ran() -> None:
 def _refused_result() -> EvalResult:
     return EvalResult(verdict="static_violation", summary="refused", problem="p.py", problem_sha256="0" * 64,
                       candidate="c.cu", source_sha256="0" * 64, arch="sm_90", precision="strict", compiled=False)
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="covers a machine without a GPU")
+def test_the_stage_benchmark_without_a_gpu_fails_in_one_line() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_stages.py"), "--repeats", "1"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no CUDA GPU" in done.stderr, done.stderr
