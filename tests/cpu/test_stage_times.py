@@ -20,6 +20,7 @@ from fixtures.graph.recorded_evaluator import MEASURED_STAGES, VERIFIED_STAGES
 from kernelblaster.harness import evaluate
 from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions, evaluate_candidate
 from kernelblaster.harness.problem import load_problem
+from kernelblaster.harness.report import render_eval
 from kernelblaster.harness.result import EvalResult
 from kernelblaster.harness.stages import STAGES, Stage, StageClock, StageTimes, process_age_seconds
 from kernelblaster.nodes.report import stage_totals
@@ -149,3 +150,8 @@ def test_the_stage_benchmark_without_a_gpu_fails_in_one_line() -> None:
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "no CUDA GPU" in done.stderr, done.stderr
+
+
+def test_the_text_report_lists_the_seconds_of_the_stages_that_ran() -> None:
+    result = _refused_result().model_copy(update={"stages": StageTimes(problem_load=0.25, static_check=0.004)})
+    assert "seconds: problem_load 0.250, static_check 0.004" in render_eval(result).splitlines()
