@@ -137,7 +137,8 @@ def main() -> None:
                 for stage, seconds in stages.items():
                     sample.add(stage, float(seconds))
     ran = list(dict.fromkeys(stage for sample in samples for stage in sample.seconds if stage != WALL))
-    print_table([case.name for case in chosen], samples, [*sorted(ran, key=list(STAGES).index), WALL])
+    order: list[str] = list(STAGES)
+    print_table([case.name for case in chosen], samples, [*sorted(ran, key=order.index), WALL])
     if arguments.json is not None:
         arguments.json.write_text(json.dumps({"gpu": gpu, "commit": _commit(), "repeats": arguments.repeats,
                                               "cases": {case.name: sample.seconds
