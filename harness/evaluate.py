@@ -376,6 +376,9 @@ class CandidateEvaluator:
         except Exception as error:  # the harness's own failure: reported as a verdict, never as a traceback
             findings.fail_harness(error)
             _release_gpu_memory()
+        float64 = self.references.take_float64_seconds() if "references" in self.__dict__ else 0.0
+        if float64 > 0:  # the float64 references made for this evaluation, wherever they were
+            findings.stages.add("conditioning", float64)
         return self._conclude(built, findings)
 
     def _gather(self, built: CandidateBuild, findings: Findings, verify: bool, measure: bool, profile: bool) -> None:

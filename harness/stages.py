@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrap
 
 # In the order an evaluation runs them; `StageTimes` has one field per name, in this order.
 Stage = Literal["process_start", "problem_load", "static_check", "problem_spec", "memory_plan", "compile", "link",
-                "references",
+                "references", "conditioning",
                 "calibration", "driver_start", "verification", "special_values", "sanitizer", "event_timing",
                 "trusted_batches", "reverify", "score", "profile", "teardown"]
 STAGES: tuple[Stage, ...] = get_args(Stage)
@@ -44,8 +44,12 @@ class StageTimes(BaseModel):
                                      "and the checks of the compiled host code and object")
     link: float | None = _seconds("Linking the candidate's library against the driver's (the trusted driver "
                                   "pieces built first where the cache lacks them) and checking its imports")
-    references: float | None = _seconds("Computing the PyTorch references of the seeds, special values and "
-                                        "their conditioning (in the background while the candidate compiles)")
+    references: float | None = _seconds("Computing the PyTorch references of the seeds, the special values and "
+                                        "the timing cases ahead (in the background while the candidate compiles)")
+    conditioning: float | None = _seconds("Of the references' seconds, wherever they were computed (ahead, in "
+                                          "verification, in the checks of the trusted batches), those of the "
+                                          "float64 reference and PyTorch's fp32 error measured from it, which the "
+                                          "tolerances widen by; counted in those stages too")
     calibration: float | None = _seconds("The round trip of an empty batch on the harness's null candidate, which "
                                          "the trusted batches subtract")
     driver_start: float | None = _seconds("Allocating the shared input sets, starting the candidate's driver "

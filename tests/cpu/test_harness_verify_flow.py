@@ -192,3 +192,12 @@ def test_a_verification_that_stops_before_special_values_records_no_special_valu
     verification = verify_candidate(session, shared, context)
     assert not verification.passed
     assert list(verification.seconds) == ["verification"]
+
+
+def test_the_float64_references_a_verification_made_are_counted_once_as_conditioning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    session, shared, context = setup(GEMM_SUM, gemm_sum_rewrite, monkeypatch)
+    assert verify_candidate(session, shared, context).passed
+    references = context.references
+    assert references.take_float64_seconds() > 0
+    assert references.take_float64_seconds() == 0.0  # taken: the next evaluation starts from nothing
