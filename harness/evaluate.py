@@ -195,7 +195,9 @@ class CandidateEvaluator:
         warming = self._warm_references_in_background(background)
         built = self.build(source, label)
         if warming:
-            warming.join()
+            if not built.ok:  # nothing will run: the case being computed finishes, no other begins
+                warming.stop.set()
+            warming.thread.join()
         if not built.ok:
             assert built.result is not None
             return built.result
@@ -539,15 +541,16 @@ class CandidateEvaluator:
         return VerificationContext(self.references, self.options.precision, self.options.timeout_s,
                                    self.plan.compare_chunk_elements)
 
-    def _warm_references_in_background(self, clock: StageClock) -> threading.Thread | None:
+    def _warm_references_in_background(self, clock: StageClock) -> _Warming | None:
         """Compute the references while the candidate compiles (recorded in `clock` as `references`)."""
         if self.gpu is None or not self._planned(clock).fits or self.plan.references != "cached":
             return None
+        stop = threading.Event()
         thread = threading.Thread(target=_warm_quietly, name="warm-references", daemon=True,
                                   args=(self.references, self.options.precision == "strict", self.plan.rotating_sets,
-                                        clock))
+                                        stop, clock))
         thread.start()
-        return thread
+        return _Warming(thread, stop)
 
     def _require_gpu(self) -> int:
         if self.gpu is None:
@@ -632,10 +635,19 @@ def _fill_with_timing_cases(references: ReferenceCache, sets: list[SharedSet]) -
     torch.cuda.synchronize(references.gpu)
 
 
-def _warm_quietly(references: ReferenceCache, strict: bool, timing_sets: int, clock: StageClock) -> None:
+@dataclass(frozen=True)
+class _Warming:
+    """The references computed in the background, and how to tell it to begin no further case."""
+
+    thread: threading.Thread
+    stop: threading.Event
+
+
+def _warm_quietly(references: ReferenceCache, strict: bool, timing_sets: int, stop: threading.Event,
+                  clock: StageClock) -> None:
     """Compute the references ahead; a failure here recurs, and is reported, when the case is needed."""
     with contextlib.suppress(Exception), clock.timing("references"):
-        references.warm(strict, timing_sets)
+        references.warm(strict, timing_sets, stop)
 
 
 def _release_gpu_memory() -> None:

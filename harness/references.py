@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import torch
@@ -205,17 +206,20 @@ class ReferenceCache:
         case.label = label
         return case
 
-    def warm(self, strict: bool = False, timing_sets: int = 0) -> None:
+    def warm(self, strict: bool = False, timing_sets: int = 0, stop: threading.Event | None = None) -> None:
         """Compute every case now when they are kept (e.g. in a thread while the candidate compiles): the seeds,
-        the special values (with `strict`, the strict-only ones too) and `timing_sets` timing cases."""
+        the special values (with `strict`, the strict-only ones too) and `timing_sets` timing cases. With `stop`
+        set (the candidate did not build), no further case is begun; the rest are computed when needed."""
         if self.holding != "cached":
             return
-        for seed in self.seeds:
-            self.seed_case(seed)
-        for label in self.special_labels(strict):
-            self.special_case(label)
-        for index in range(timing_sets):
-            self.timing_case(index)
+        cases: list[Callable[[], ReferenceCase]] = [
+            *(partial(self.seed_case, seed) for seed in self.seeds),
+            *(partial(self.special_case, label) for label in self.special_labels(strict)),
+            *(partial(self.timing_case, index) for index in range(timing_sets))]
+        for case in cases:
+            if stop is not None and stop.is_set():
+                return
+            case()
 
     def _case(self, label: str, compute: Callable[[], ReferenceCase]) -> ReferenceCase:
         if self.holding != "cached":

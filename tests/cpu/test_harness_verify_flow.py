@@ -7,6 +7,7 @@ right only on the verification seeds."""
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
@@ -201,3 +202,31 @@ def test_the_float64_references_a_verification_made_are_counted_once_as_conditio
     references = context.references
     assert references.take_float64_seconds() > 0
     assert references.take_float64_seconds() == 0.0  # taken: the next evaluation starts from nothing
+
+
+def _counting_references(stop_after: int | None, stop: threading.Event) -> tuple[ReferenceCache, list[int]]:
+    references = CpuReferences(load_problem(GEMM_SUM), 0, SEEDS, "cached", True, float64=False)
+    computed: list[int] = []
+    compute = references._compute
+
+    def counted(seed: int, special: tuple[str, Callable[[torch.Tensor], object]] | None) -> ReferenceCase:
+        computed.append(seed)
+        if len(computed) == stop_after:
+            stop.set()
+        return compute(seed, special)
+
+    references._compute = counted  # type: ignore[method-assign]  # counts the cases the warming begins
+    return references, computed
+
+
+def test_warming_the_references_computes_every_case_ahead() -> None:
+    references, computed = _counting_references(None, threading.Event())
+    references.warm(strict=True, timing_sets=2)
+    assert len(computed) == len(SEEDS) + len(references.special_labels(strict=True)) + 2
+
+
+def test_warming_the_references_begins_no_case_once_told_to_stop() -> None:
+    stop = threading.Event()
+    references, computed = _counting_references(1, stop)
+    references.warm(strict=True, timing_sets=2, stop=stop)
+    assert computed == [SEEDS[0]]
