@@ -125,10 +125,6 @@ def run_eval(options: EvalCommandOptions) -> int:
     from kernelblaster.harness.sanitize_run import require_sanitizer
     from kernelblaster.harness.stages import StageClock, process_age_seconds
 
-    clock = StageClock()
-    started = process_age_seconds()  # the interpreter and the imports up to here
-    if started is not None:
-        clock.add("process_start", started)
     harness_options = EvalOptions(seeds=options.seeds, precision=options.precision, allow=frozenset(options.allow),
                                   gpu=options.gpu, profile=options.profile, baseline=not options.no_baseline,
                                   timeout_s=options.timeout, arch=options.arch,
@@ -136,6 +132,10 @@ def run_eval(options: EvalCommandOptions) -> int:
     check_gpu_index(options.gpu)
     if options.sanitize:
         require_sanitizer()
+    clock = StageClock()
+    started = process_age_seconds()  # the interpreter, the imports and the checks of the machine up to here
+    if started is not None:
+        clock.add("process_start", started)
     result = _citing_the_users_file(evaluate_candidate(options.problem, options.candidate, harness_options, clock),
                                     options.candidate)
     print(result.model_dump_json(indent=2) if options.as_json else render_eval(result, options.profile))

@@ -32,8 +32,9 @@ class StageTimes(BaseModel):
     JSON), never zero. Stages can overlap (the references are computed in the background while the candidate
     compiles), and a stage run twice (a driver started for verification, then again for timing) adds up."""
 
-    process_start: float | None = _seconds("From the process's start to the evaluation's (the interpreter and "
-                                           "the imports of the harness; `eval` on the command line only)")
+    process_start: float | None = _seconds("From the process's start to the evaluation's: the interpreter, the "
+                                           "imports of the harness and the checks of the GPU index (CUDA's driver "
+                                           "starts there) and tools; `eval` on the command line only")
     problem_load: float | None = _seconds("Importing the problem file")
     static_check: float | None = _seconds("The source rules (harness/static_check.py)")
     problem_spec: float | None = _seconds("The problem's forward pass for its spec, footprint and header "

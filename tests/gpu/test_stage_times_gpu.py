@@ -45,3 +45,11 @@ def test_a_refused_candidate_is_refused_within_a_second_of_its_problems_load(cac
     assert list(result.stages.ran()) == ["problem_load", "static_check"]
     assert result.memory is None  # no memory plan, so no GPU memory
     assert after_load < 1.0, f"{after_load:.2f} s from the problem's load to the refusal"
+
+
+def test_after_a_candidate_that_does_not_build_the_next_evaluation_still_has_every_reference(cache_dir: Path) -> None:
+    evaluator = CandidateEvaluator(load_problem(SWISH), EvalOptions(cache_dir=cache_dir, baseline=False))
+    broken = evaluator.evaluate(FAST.read_text() + "\n#error a compile error\n", "broken.cu")
+    assert broken.verdict == "compile_error", broken.summary
+    result = evaluator.evaluate(FAST.read_text(), "fast.cu")
+    assert result.verdict == "ok", result.summary
