@@ -45,7 +45,7 @@ class Samples:
     def add(self, wall_s: float, result: EvalResult) -> None:
         assert result.verdict == "ok" and result.timing is not None, f"{result.verdict}: {result.summary}"
         self.wall_s.append(wall_s)
-        for stage, seconds in result.seconds.items():
+        for stage, seconds in result.stages.ran().items():
             self.stage_s.setdefault(stage, []).append(seconds)
         self.event_ms.append(result.timing.event.median_ms)
 

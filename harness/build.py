@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from kernelblaster.harness.stages import Stage, StageClock
 from kernelblaster.harness.static_check import StaticViolation, check_source
 from kernelblaster.tools.driver_process import DriverProgram
 from kernelblaster.tools.errors import UserFacingError
@@ -84,6 +85,7 @@ class BuildResult(BaseModel):
     source_path: Path
     header_path: Path
     program: DriverProgram | None  # the launcher and the two libraries, when the build got that far
+    stage_seconds: dict[Stage, float] = {}  # wall seconds of static_check, compile and link, those that ran
 
     @property
     def log(self) -> str:
@@ -119,32 +121,57 @@ def build_candidate(
     source_path, header_path = workdir / SOURCE_NAME, workdir / HEADER_NAME
     source_path.write_text(source)
     header_path.write_text(header)
+    clock = StageClock()
     result = BuildResult(
         stage="static_violation",
-        violations=check_source(source, allow),
+        violations=clock.run("static_check", lambda: check_source(source, allow)),
         compile=None,
         link=None,
         source_path=source_path,
         header_path=header_path,
         program=None,
     )
-    if result.violations:
-        return result
+    if not result.violations:
+        with clock.timing("compile"):
+            checked = _compile_and_check(result, source_path, workdir, arch=arch, allow=allow, cache_dir=cache_dir,
+                                         sandbox=sandbox)
+        if checked is not None:
+            with clock.timing("link"):
+                _link(result, checked, workdir, arch=arch, allow=allow, cache_dir=cache_dir, sandbox=sandbox)
+    result.stage_seconds = clock.seconds
+    return result
 
+
+def source_refusal(source: str, allow: frozenset[str], workdir: Path) -> BuildResult | None:
+    """The build as the source rules leave it when they refuse `source`, else None: no compiler runs and no
+    header is needed, so a refusal can come before the problem's spec. The source is kept in `workdir` for the
+    record; `header_path` names where a header would go, and is not written."""
+    clock = StageClock()
+    violations = clock.run("static_check", lambda: check_source(source, validate_allow(allow)))
+    if not violations:
+        return None
+    make_cache_folder(workdir)
+    (workdir / SOURCE_NAME).write_text(source)
+    return BuildResult(stage="static_violation", violations=violations, compile=None, link=None,
+                       source_path=workdir / SOURCE_NAME, header_path=workdir / HEADER_NAME, program=None,
+                       stage_seconds=clock.seconds)
+
+
+def _compile_and_check(result: BuildResult, source_path: Path, workdir: Path, *, arch: str, allow: frozenset[str],
+                       cache_dir: Path, sandbox: Sandbox | None) -> Path | None:
+    """Compile the candidate's object and check what the compile read, its host assembly and its imports: the
+    object, or None when the build stops here (`result` says why)."""
     result.compile = compile_object(source_path, workdir / OBJECT_NAME, arch=arch, include_dirs=[workdir, DRIVER_DIR],
                                     cache_dir=cache_dir, sandbox=sandbox, inspect_host_code=True)
     result.violations = files_read_outside(result.compile, workdir)
     if result.violations:
-        return result
+        return None
     if not result.compile.ok or result.compile.output is None:
         result.stage = "compile_error"
-        return result
+        return None
     result.violations = [*host_assembly_violations(result.compile.host_assembly),
                          *(_from_symbol(v) for v in check_object(result.compile.output, allow))]
-    if result.violations:
-        return result
-    _link(result, result.compile.output, workdir, arch=arch, allow=allow, cache_dir=cache_dir, sandbox=sandbox)
-    return result
+    return None if result.violations else result.compile.output
 
 
 def _link(result: BuildResult, candidate: Path, workdir: Path, *, arch: str, allow: frozenset[str],

@@ -123,6 +123,7 @@ def run_eval(options: EvalCommandOptions) -> int:
     from kernelblaster.harness.requirements import check_gpu_index
     from kernelblaster.harness.result import NOT_THE_CANDIDATES
     from kernelblaster.harness.sanitize_run import require_sanitizer
+    from kernelblaster.harness.stages import StageClock, process_age_seconds
 
     harness_options = EvalOptions(seeds=options.seeds, precision=options.precision, allow=frozenset(options.allow),
                                   gpu=options.gpu, profile=options.profile, baseline=not options.no_baseline,
@@ -131,7 +132,11 @@ def run_eval(options: EvalCommandOptions) -> int:
     check_gpu_index(options.gpu)
     if options.sanitize:
         require_sanitizer()
-    result = _citing_the_users_file(evaluate_candidate(options.problem, options.candidate, harness_options),
+    clock = StageClock()
+    started = process_age_seconds()  # the interpreter, the imports and the checks of the machine up to here
+    if started is not None:
+        clock.add("process_start", started)
+    result = _citing_the_users_file(evaluate_candidate(options.problem, options.candidate, harness_options, clock),
                                     options.candidate)
     print(result.model_dump_json(indent=2) if options.as_json else render_eval(result, options.profile))
     if result.verdict in NOT_THE_CANDIDATES:  # the report says nothing about the candidate: say why on stderr

@@ -38,7 +38,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from kernelblaster.harness.analysis import analyse_problem
 from kernelblaster.harness.baseline import baseline_for
 from kernelblaster.harness.buffers import SharedMemoryPool, SharedSet
-from kernelblaster.harness.build import CACHE_VARIABLE, BuildResult, build_candidate, check_libraries_installed
+from kernelblaster.harness.build import (
+    CACHE_VARIABLE,
+    BuildResult,
+    build_candidate,
+    check_libraries_installed,
+    source_refusal,
+)
 from kernelblaster.harness.gpu_facts import GpuFacts, read_gpu_facts
 from kernelblaster.harness.gpu_reserve import (
     TrustedOutOfMemory,
@@ -70,6 +76,7 @@ from kernelblaster.harness.result import (
 )
 from kernelblaster.harness.roofline import below_compute_floor, peaks_for_device, roofline_check, roofline_for
 from kernelblaster.harness.sanitize_run import SanitizedCall, require_sanitizer, sanitize_call
+from kernelblaster.harness.stages import Stage, StageClock, StageTimes
 from kernelblaster.harness.timing import (
     BatchChecks,
     RoundTrip,
@@ -180,24 +187,31 @@ class CandidateEvaluator:
 
     # -- the stages ---------------------------------------------------------------------------------------
     def evaluate(self, source: str, label: str) -> EvalResult:
-        """Build, verify and measure in one go; verification and timing share one driver process."""
-        warming = self._warm_references_in_background()
+        """Build, verify and measure in one go; verification and timing share one driver process. A source the
+        source rules refuse is refused first, before the GPU or the compiler is asked for anything."""
+        refused = source_refusal(source, self.options.allow, self._build_dir(source))
+        if refused is not None:
+            return self._conclude(CandidateBuild(label, source, refused, None), Findings.of_build(refused))
+        background = StageClock()
+        warming = self._warm_references_in_background(background)
         built = self.build(source, label)
         if warming:
-            warming.join()
+            if not built.ok:  # nothing will run: the case being computed finishes, no other begins
+                warming.stop.set()
+            warming.thread.join()
         if not built.ok:
             assert built.result is not None
             return built.result
+        findings = Findings.of_build(built.build)
+        findings.stages.merge(background.seconds)
         if self.options.sanitize:  # the sanitizer's runs come between verification and timing
-            return self.measure(built, self.verify(built), self.options.profile)
-        return self._run(built, Findings.of_build(built.build), verify=True, measure=True,
-                         profile=self.options.profile)
+            verified = self._run(built, findings, verify=True, measure=False, profile=False)
+            return self.measure(built, verified, self.options.profile)
+        return self._run(built, findings, verify=True, measure=True, profile=self.options.profile)
 
     def build(self, source: str, label: str) -> CandidateBuild:
-        key = hashlib.sha256((source + self.header + self.arch + ",".join(sorted(self.options.allow))).encode())
-        build = build_candidate(source, self.header, self.options.cache_dir / "builds" / key.hexdigest()[:20],
-                                arch=self.arch, allow=self.options.allow, cache_dir=self.objects_dir,
-                                sandbox=self.sandbox)
+        build = build_candidate(source, self.header, self._build_dir(source), arch=self.arch,
+                                allow=self.options.allow, cache_dir=self.objects_dir, sandbox=self.sandbox)
         stage = CandidateBuild(label, source, build, None)
         if build.stage != "ok":
             stage.result = self._conclude(stage, Findings.of_build(build))
@@ -312,14 +326,20 @@ class CandidateEvaluator:
         return baseline_for(self.problem, self._require_gpu(), self.options.precision, self.plan.baseline_sets,
                             self.options.cache_dir, with_compile=self.options.compile_baseline)
 
-    def _calibrate(self, sets: list[SharedSet]) -> RoundTrip:
+    def _calibrate(self, sets: list[SharedSet], clock: StageClock) -> RoundTrip:
         """The round trip of an empty batch on the trusted null candidate's driver, on `sets`, measured once
-        per evaluator: what the trusted batch clock subtracts at the least (harness/timing.py)."""
+        per evaluator (as `calibration`): what the trusted batch clock subtracts at the least (harness/timing.py)."""
         if self._round_trip is None:
-            with self._driver(self._null_candidate(), sets) as session:
+            with clock.timing("calibration"), self._driver(self._null_candidate(), sets) as session:
                 self._round_trip = measure_round_trip(session, torch.device("cuda", self._require_gpu()),
                                                       self.options.timeout_s)
         return self._round_trip
+
+    def _planned(self, clock: StageClock) -> MemoryPlan:
+        """The memory plan; its making, the first time (CUDA starts in this process with it), is `memory_plan`."""
+        if "plan" in self.__dict__:
+            return self.plan
+        return clock.run("memory_plan", lambda: self.plan)
 
     def _null_candidate(self) -> CandidateBuild:
         """The harness's own null candidate (no candidate code: what it measures, a candidate cannot bend)."""
@@ -345,6 +365,10 @@ class CandidateEvaluator:
     def objects_dir(self) -> Path:
         return self.options.cache_dir / "objects"
 
+    def _build_dir(self, source: str) -> Path:
+        key = hashlib.sha256((source + self.header + self.arch + ",".join(sorted(self.options.allow))).encode())
+        return self.options.cache_dir / "builds" / key.hexdigest()[:20]
+
     # -- running the stages -------------------------------------------------------------------------------
     def _run(self, built: CandidateBuild, findings: Findings, *, verify: bool, measure: bool,
              profile: bool) -> EvalResult:
@@ -355,6 +379,9 @@ class CandidateEvaluator:
         except Exception as error:  # the harness's own failure: reported as a verdict, never as a traceback
             findings.fail_harness(error)
             _release_gpu_memory()
+        float64 = self.references.take_float64_seconds() if "references" in self.__dict__ else 0.0
+        if float64 > 0:  # the float64 references made for this evaluation, wherever they were
+            findings.stages.add("conditioning", float64)
         return self._conclude(built, findings)
 
     def _gather(self, built: CandidateBuild, findings: Findings, verify: bool, measure: bool, profile: bool) -> None:
@@ -362,21 +389,24 @@ class CandidateEvaluator:
         if self.gpu is None:
             findings.no_gpu = True
             return
-        findings.plan = self.plan
+        findings.plan = self._planned(findings.stages)
         if not findings.plan.fits:
             return
         findings.stage = "setup"
         with SharedMemoryPool(self.gpu) as pool:
-            sets = [pool.allocate_set(self.spec) for _ in range(self.plan.rotating_sets if measure else 1)]
+            with findings.stages.timing("driver_start"):
+                sets = [pool.allocate_set(self.spec) for _ in range(self.plan.rotating_sets if measure else 1)]
             self._in_driver(built, sets, findings, verify, measure)
             if verify and self.options.sanitize and findings.passed:
-                findings.add_sanitizer(self._timed(findings, "sanitize",
+                findings.add_sanitizer(self._timed(findings, "sanitize", "sanitizer",
                                                    lambda: self._sanitize(built, sets[0], self.options.sanitize)))
             if profile and findings.timing is not None and findings.passed:
-                findings.profile = self._timed(findings, "profile", lambda: self._profile(built, sets))
+                findings.profile = self._timed(findings, "profile", "profile", lambda: self._profile(built, sets))
+            releasing = time.perf_counter()
+        findings.stages.add("teardown", time.perf_counter() - releasing)
         timing = findings.timing
         if measure and timing is not None and findings.passed:
-            findings.add_score(self._timed(findings, "score", lambda: self._score(timing)))
+            findings.add_score(self._timed(findings, "score", "score", lambda: self._score(timing)))
 
     def _in_driver(self, built: CandidateBuild, sets: list[SharedSet], findings: Findings, verify: bool,
                    measure: bool) -> None:
@@ -384,19 +414,20 @@ class CandidateEvaluator:
         the driver starts (harness/gpu_reserve.py): a candidate that takes the GPU's memory gets a verdict on
         its outputs, or, should this process run out all the same, one on the memory it held."""
         if measure:
-            self._calibrate(sets)  # before the candidate's process holds any memory
+            self._calibrate(sets, findings.stages)  # before the candidate's process holds any memory
             # The GPU's peaks (measured once, with buffers of a few GiB the plan does not count) before the
             # candidate's process runs: the compute-floor test after timing needs them.
             self.roofline_floor()
         gpu = self._require_gpu()
         if self.plan.references == "cached":
-            self.references.warm()  # computed before the candidate's process holds any memory
+            with findings.stages.timing("references"):
+                self.references.warm()  # computed before the candidate's process holds any memory
         # Left free beside the candidate's allowance: the null candidate's driver (its batches run beside the
         # trusted batches).
         leave = candidate_allowance_bytes(self.plan) + null_driver_bytes(self.plan)
         with reserved_for_trusted(gpu, trusted_session_bytes(self.plan), leave):
             try:
-                with self._driver(built, sets) as session, noting_out_of_memory(gpu):
+                with self._driver(built, sets, findings.stages) as session, noting_out_of_memory(gpu):
                     self._check_in(session, sets, findings, verify=verify, measure=measure)
             except DriverError as error:  # setup, or a call while timing
                 findings.driver_failure = DriverFailure.of(error)
@@ -411,32 +442,42 @@ class CandidateEvaluator:
                   measure: bool) -> None:
         """Verify and time through one driver session; a time below only the reference's compute floor (an
         algebraic rewrite does less work) earns more verification, not rejection."""
-        if verify:
-            findings.add_verification(self._timed(findings, "verify", lambda: self._verify(session, sets[0])))
+        if verify:  # verification and timing record their parts' seconds themselves
+            findings.add_verification(self._timed(findings, "verify", None, lambda: self._verify(session, sets[0])))
         if measure and findings.passed:
-            findings.add_measurement(self._timed(findings, "time", lambda: self._time(session, sets)))
+            findings.add_measurement(self._timed(findings, "time", None, lambda: self._time(session, sets)))
         timing = findings.timing
         if timing is not None and findings.passed and below_compute_floor(self.roofline, timing.event.median_ms):
-            findings.checks.append(self._timed(findings, "reverify", lambda: extra_verification(
+            findings.checks.append(self._timed(findings, "reverify", "reverify", lambda: extra_verification(
                 session, sets[0], self._verification_context())))
 
     @contextmanager
-    def _driver(self, built: CandidateBuild, sets: list[SharedSet]) -> Iterator[DriverSession]:
+    def _driver(self, built: CandidateBuild, sets: list[SharedSet],
+                clock: StageClock | None = None) -> Iterator[DriverSession]:
+        """The candidate's driver process, set up on `sets`; with `clock`, its start is `driver_start` and its
+        end, after a block that did not raise, `teardown`."""
         program = built.program
         assert program is not None, "only a built candidate runs"
         gpu = self._require_gpu()
+        clock = clock or StageClock()
+        starting = time.perf_counter()
         with DriverSession(program.command(filtered=self.sandbox is not None), sandbox=self.sandbox,
                            view=program.view()) as session:
             session.setup([s.ipc() for s in sets], flush_bytes=flush_bytes(gpu), device=gpu,
                           timeout_s=self.options.timeout_s)
+            clock.add("driver_start", time.perf_counter() - starting)
             yield session
+            ending = time.perf_counter()
+        clock.add("teardown", time.perf_counter() - ending)
 
-    def _timed(self, findings: Findings, stage: str, run: Callable[[], T]) -> T:
-        """Run one stage, named for a harness failure, and record its wall time."""
+    def _timed(self, findings: Findings, stage: str, record: Stage | None, run: Callable[[], T]) -> T:
+        """Run one stage, named `stage` for a harness failure, and record its wall time as `record` (None: the
+        stage's value carries its parts' seconds)."""
         findings.stage = stage
         started = time.perf_counter()
         value = run()
-        findings.seconds[stage] = wall_seconds(started)
+        if record is not None:
+            findings.stages.add(record, wall_seconds(started))
         return value
 
     def _verify(self, session: DriverSession, shared: SharedSet) -> Verification:
@@ -445,12 +486,15 @@ class CandidateEvaluator:
     def _time(self, session: DriverSession, sets: list[SharedSet]) -> Measurement:
         """The event timing (the score), then the trusted batches that bound it and check the timed calls
         (harness/timing.py); a median the harness's clock contradicts is `forged_result`."""
-        _fill_with_timing_cases(self.references, sets)
-        inputs = TimedInputs(sets)  # digested as filled: the event-timed calls must leave them so too
-        timing = time_candidate(session, list(range(len(sets))), self.options.timeout_s)
-        escape = stream_escape_check(timing)
+        clock = StageClock()
+        with clock.timing("event_timing"):
+            _fill_with_timing_cases(self.references, sets)
+            inputs = TimedInputs(sets)  # digested as filled: the event-timed calls must leave them so too
+            timing = time_candidate(session, list(range(len(sets))), self.options.timeout_s)
+            escape = stream_escape_check(timing)
         if not escape.passed:
-            return Measurement(timing, [escape])
+            return Measurement(timing, [escape], clock.seconds)
+        batches_started = time.perf_counter()
         assert self._round_trip is not None, "the null candidate's calibration comes first"
         context = self._verification_context()
         checks = BatchChecks(outputs=lambda index: timed_set_failure(index, sets[index], context),
@@ -460,17 +504,18 @@ class CandidateEvaluator:
             outcome = TrustedBatches(session, sets, checks, self._round_trip, self.options.timeout_s,
                                      beside=beside).run(timing.event.median_ms, flush)
         del flush
+        clock.add("trusted_batches", time.perf_counter() - batches_started)
         if outcome.forged is not None:
             raise session.reject(outcome.forged)
         if outcome.failed is not None:
-            return Measurement(timing, [escape, outcome.failed])
+            return Measurement(timing, [escape, outcome.failed], clock.seconds)
         assert outcome.timing is not None
         timing = timing.model_copy(update={"trusted": outcome.timing})
         return Measurement(timing, [escape, CheckResult(
             name="timed_outputs", passed=True,
             detail=f"{outcome.timing.checked_batches} of {outcome.timing.batches} batches of timed calls, chosen "
                    f"after they ran, gave complete, correct outputs on all {len(sets)} sets; inputs unchanged "
-                   "after every batch")])
+                   "after every batch")], clock.seconds)
 
     def _sanitize(self, built: CandidateBuild, shared: SharedSet,
                   tools: tuple[SanitizerTool, ...]) -> list[SanitizerResult]:
@@ -500,13 +545,15 @@ class CandidateEvaluator:
         return VerificationContext(self.references, self.options.precision, self.options.timeout_s,
                                    self.plan.compare_chunk_elements)
 
-    def _warm_references_in_background(self) -> threading.Thread | None:
-        if self.gpu is None or not self.plan.fits or self.plan.references != "cached":
+    def _warm_references_in_background(self, clock: StageClock) -> _Warming | None:
+        """Compute the references while the candidate compiles (recorded in `clock` as `references`)."""
+        if self.gpu is None or not self._planned(clock).fits or self.plan.references != "cached":
             return None
+        stop = threading.Event()
         thread = threading.Thread(target=_warm_quietly, name="warm-references", daemon=True,
-                                  args=(self.references, self.options.precision == "strict"))
+                                  args=(self.references, self.options.precision == "strict", stop, clock))
         thread.start()
-        return thread
+        return _Warming(thread, stop)
 
     def _require_gpu(self) -> int:
         if self.gpu is None:
@@ -514,28 +561,62 @@ class CandidateEvaluator:
         return self.gpu
 
     def _conclude(self, built: CandidateBuild, findings: Findings) -> EvalResult:
-        verdict, summary = decide(built.build, findings)
-        build, score = built.build, findings.score
-        return EvalResult(
-            verdict=verdict, summary=summary, problem=str(self.problem.path), problem_sha256=self.problem.sha256,
-            candidate=built.label, source_sha256=hashlib.sha256(built.source.encode()).hexdigest(),
-            gpu=torch.cuda.get_device_name(self.gpu) if self.gpu is not None else None, arch=self.arch,
-            precision=self.options.precision, compiled=build.stage == "ok", compile_log=build.log,
-            compile=CompileSummary(stage=build.stage, seconds=build.seconds, cached=build.cached,
-                                   resources=[r.render() for r in build.resources]),
-            checks=findings.checks, weakly_checked=findings.weakly_checked, timing=findings.timing,
-            baseline=score.baseline if score else None, speedup=score.speedup if score else None,
-            roofline=score.roofline if score else None, profile=findings.profile, sanitizer=findings.sanitizer,
-            memory=findings.plan,
-            failure=findings.harness_failure, seconds={"build": build.seconds} | findings.seconds,
-            machine=this_machine(self.gpu),
-        )
+        return _concluded(self.problem, self.options, self.gpu, self.arch, built, findings)
 
 
-def evaluate_candidate(problem_path: Path | str, candidate_path: Path | str, options: EvalOptions) -> EvalResult:
-    problem = load_problem(problem_path)
+def evaluate_candidate(problem_path: Path | str, candidate_path: Path | str, options: EvalOptions,
+                       clock: StageClock | None = None) -> EvalResult:
+    """Evaluate one candidate file on one problem file; `clock` holds what ran before (the process's start). A
+    candidate the source rules refuse is refused once the problem is loaded: before its spec, the GPU and nvcc."""
+    clock = clock or StageClock()
+    with clock.timing("problem_load"):
+        problem = load_problem(problem_path)
     source = read_text_file(Path(candidate_path), "the candidate")
-    return CandidateEvaluator(problem, options).evaluate(source, str(candidate_path))
+    result = refused_by_source_rules(problem, source, str(candidate_path), options)
+    if result is None:
+        with clock.timing("problem_spec"):
+            evaluator = CandidateEvaluator(problem, options)
+        result = evaluator.evaluate(source, str(candidate_path))
+    clock.merge(result.stages.ran())
+    return result.model_copy(update={"stages": clock.times()})
+
+
+def refused_by_source_rules(problem: Problem, source: str, label: str, options: EvalOptions) -> EvalResult | None:
+    """The verdict `static_violation` when the source rules refuse `source`, else None; no problem spec, GPU
+    memory, reference or compiler is needed for it (the rules after the compile still run in every build)."""
+    key = hashlib.sha256((source + ",".join(sorted(options.allow))).encode()).hexdigest()[:20]
+    refused = source_refusal(source, options.allow, options.cache_dir / "builds" / f"refused-{key}")
+    if refused is None:
+        return None
+    gpu = options.gpu if gpu_available() else None
+    return _concluded(problem, options, gpu, options.arch or detect_arch(options.gpu),
+                      CandidateBuild(label, source, refused, None), Findings.of_build(refused))
+
+
+def _concluded(problem: Problem, options: EvalOptions, gpu: int | None, arch: str, built: CandidateBuild,
+               findings: Findings) -> EvalResult:
+    verdict, summary = decide(built.build, findings)
+    build, score = built.build, findings.score
+    return EvalResult(
+        verdict=verdict, summary=summary, problem=str(problem.path), problem_sha256=problem.sha256,
+        candidate=built.label, source_sha256=hashlib.sha256(built.source.encode()).hexdigest(),
+        gpu=torch.cuda.get_device_name(gpu) if gpu is not None else None, arch=arch,
+        precision=options.precision, compiled=build.stage == "ok", compile_log=build.log,
+        compile=CompileSummary(stage=build.stage, seconds=build.seconds, cached=build.cached,
+                               resources=[r.render() for r in build.resources]),
+        checks=findings.checks, weakly_checked=findings.weakly_checked, timing=findings.timing,
+        baseline=score.baseline if score else None, speedup=score.speedup if score else None,
+        roofline=score.roofline if score else None, profile=findings.profile, sanitizer=findings.sanitizer,
+        memory=findings.plan,
+        failure=findings.harness_failure, stages=_stage_times(build, findings),
+        machine=this_machine(gpu),
+    )
+
+
+def _stage_times(build: BuildResult, findings: Findings) -> StageTimes:
+    clock = StageClock(build.stage_seconds)
+    clock.merge(findings.stages.seconds)
+    return clock.times()
 
 
 def _fill_with_seeds(references: ReferenceCache, sets: list[SharedSet]) -> None:
@@ -557,10 +638,18 @@ def _fill_with_timing_cases(references: ReferenceCache, sets: list[SharedSet]) -
     torch.cuda.synchronize(references.gpu)
 
 
-def _warm_quietly(references: ReferenceCache, strict: bool) -> None:
+@dataclass(frozen=True)
+class _Warming:
+    """The references computed in the background, and how to tell it to begin no further case."""
+
+    thread: threading.Thread
+    stop: threading.Event
+
+
+def _warm_quietly(references: ReferenceCache, strict: bool, stop: threading.Event, clock: StageClock) -> None:
     """Compute the references ahead; a failure here recurs, and is reported, when the case is needed."""
-    with contextlib.suppress(Exception):
-        references.warm(strict)
+    with contextlib.suppress(Exception), clock.timing("references"):
+        references.warm(strict, stop)
 
 
 def _release_gpu_memory() -> None:

@@ -16,8 +16,10 @@ from __future__ import annotations
 import copy
 import secrets
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import torch
@@ -54,6 +56,7 @@ class ReferenceCase:
     exact: list[torch.Tensor] | None = None  # the float64 result rounded to each output's dtype, where computed
     conditioning: list[Conditioning | None] | None = None  # PyTorch's fp32 error per output, where measured
     special: SpecialExpectation | None = None
+    float64_s: float = 0.0  # wall seconds of the float64 reference and the conditioning measured from it
 
     @property
     def tensor_args(self) -> list[torch.Tensor]:
@@ -179,6 +182,7 @@ class ReferenceCache:
         self.float_inputs, self.float64 = float_inputs, float64
         self._cases: dict[str, ReferenceCase] = {}
         self._lock = threading.Lock()
+        self._float64_s = 0.0  # of the cases computed since `take_float64_seconds` last asked
 
     def seed_case(self, seed: int) -> ReferenceCase:
         return self._case(f"seed {seed}", lambda: self._compute(seed, None))
@@ -210,34 +214,51 @@ class ReferenceCache:
         instance.args = []  # the instance's own inputs go before the copies come: one set of inputs at a time
         given = iter(tensor_args)
         instance.args = [next(given).clone() if tensor else slot for slot, tensor in zip(slots, is_tensor, strict=True)]
-        case = compute_case(instance, None, self.float64)
+        case = self._counted(compute_case(instance, None, self.float64))
         case.label = f"timing case {index}, changed at random places"
         return case
 
-    def warm(self, strict: bool = False) -> None:
+    def take_float64_seconds(self) -> float:
+        """Seconds the float64 references and their conditioning took since the last call (the stage
+        `conditioning`), wherever the cases were computed."""
+        with self._lock:
+            seconds, self._float64_s = self._float64_s, 0.0
+        return seconds
+
+    def _counted(self, case: ReferenceCase) -> ReferenceCase:
+        with self._lock:
+            self._float64_s += case.float64_s
+        return case
+
+    def warm(self, strict: bool = False, stop: threading.Event | None = None) -> None:
         """Compute every case now when they are kept (e.g. in a thread while the candidate compiles): the seeds
-        and the special values (with `strict`, the strict-only ones too)."""
+        and the special values (with `strict`, the strict-only ones too). With `stop` set (the candidate did not
+        build), no further case is begun; the rest are computed when needed."""
         if self.holding != "cached":
             return
-        for seed in self.seeds:
-            self.seed_case(seed)
-        for label in self.special_labels(strict):
-            self.special_case(label)
+        cases: list[Callable[[], ReferenceCase]] = [
+            *(partial(self.seed_case, seed) for seed in self.seeds),
+            *(partial(self.special_case, label) for label in self.special_labels(strict))]
+        for case in cases:
+            if stop is not None and stop.is_set():
+                return
+            case()
 
     def _case(self, label: str, compute: Callable[[], ReferenceCase]) -> ReferenceCase:
         if self.holding != "cached":
-            return compute()
+            return self._counted(compute())
         with self._lock:
             if label not in self._cases:
-                self._cases[label] = compute()
+                self._cases[label] = case = compute()
+                self._float64_s += case.float64_s
             return self._cases[label]
 
     def fresh_case(self, seed: int, spike: bool) -> ReferenceCase:
         """A case never kept (extra verification): seed `seed`, with `spike` one large value at a random place of
         every floating-point input (a kernel that skips work misses it)."""
         if not spike:
-            return self._compute(seed, None)
-        return self._compute(seed, (f"seed {seed} with one large value per input", _spiked(seed)))
+            return self._counted(self._compute(seed, None))
+        return self._counted(self._compute(seed, (f"seed {seed} with one large value per input", _spiked(seed))))
 
     def _compute(self, seed: int, special: tuple[str, Callable[[torch.Tensor], object]] | None) -> ReferenceCase:
         instance = instantiate(self.problem, seed, f"cuda:{self.gpu}")
@@ -264,8 +285,10 @@ def compute_case(instance: ProblemInstance, special: tuple[str, Callable[[torch.
     del originals
     if placement is not None and placement.any:
         return _special_case(instance, label, floats, placement, outputs, float64)
+    started = time.perf_counter()
     exact, conditioning = _float64(instance, floats, floats, outputs) if float64 else (None, None)
-    return ReferenceCase(label, instance.args, params, outputs, exact, conditioning)
+    return ReferenceCase(label, instance.args, params, outputs, exact, conditioning,
+                         float64_s=time.perf_counter() - started if float64 else 0.0)
 
 
 def _special_case(instance: ProblemInstance, label: str, floats: list[torch.Tensor], placement: Placement,
@@ -280,12 +303,14 @@ def _special_case(instance: ProblemInstance, label: str, floats: list[torch.Tens
     try:
         finite = forward()
         reach = reach_of(forward, floats, placement, finite)
+        started = time.perf_counter()
         exact, conditioning = _float64(instance, floats, floats, finite) if float64 else (None, None)
+        float64_s = time.perf_counter() - started if float64 else 0.0
     finally:
         placement.restore(floats)
     expectation = SpecialExpectation(exact if exact is not None else finite, reach)
     return ReferenceCase(label, instance.args, list(instance.initial_state.values()), outputs, None, conditioning,
-                         expectation)
+                         expectation, float64_s)
 
 
 def _replaced(args: list[Any], floats: Sequence[torch.Tensor], tensors: Sequence[torch.Tensor]) -> list[Any]:

@@ -45,6 +45,9 @@ def render_eval(result: EvalResult, profile_requested: bool = False) -> str:
     if result.roofline:
         lines.append(render_roofline(result.roofline))
     lines += render_profile_lines(result.profile, profile_requested)
+    stages = result.stages.ran()
+    if stages:
+        lines.append("seconds: " + ", ".join(f"{stage} {seconds:.3f}" for stage, seconds in stages.items()))
     if result.verdict == "compile_error" and result.compile_log:
         lines += ["compiler output:", result.compile_log.strip()]
     return "\n".join(lines)

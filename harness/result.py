@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from kernelblaster.harness.machine import Machine
 from kernelblaster.harness.memory_plan import MemoryPlan
 from kernelblaster.harness.profile.outcome import ProfileOutcome
+from kernelblaster.harness.stages import StageTimes
 from kernelblaster.harness.stats import TimingStats
 from kernelblaster.tools.sanitizer import SanitizerResult
 
@@ -185,8 +186,10 @@ class EvalResult(BaseModel):
     memory: MemoryPlan | None = Field(default=None, description="How the evaluation used GPU memory; None when it "
                                                                 "never reached the GPU")
     failure: HarnessFailure | None = Field(default=None, description="For harness_error: the exception in full")
-    seconds: dict[str, float] = Field(default={}, description="Wall time per stage (build, verify, time, score, "
-                                                              "profile), seconds")
+    # Results written before stage times carried a coarse `seconds` ({build, verify, time, score}): it is
+    # ignored when they are read, and they read with no stages.
+    stages: StageTimes = Field(default_factory=StageTimes, description="Wall seconds per stage of the evaluation "
+                               "(see StageTimes); a stage that did not run is absent")
     machine: Machine | None = Field(default=None, description="The machine it was evaluated on: GPU, driver, CUDA "
                                                               "runtime, nvcc and torch versions; None in results "
                                                               "written before machines were recorded")

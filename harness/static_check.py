@@ -15,6 +15,7 @@ These rules are the readable early warning for the agents, not the boundary: the
 from __future__ import annotations
 
 import bisect
+import functools
 import posixpath
 import re
 from dataclasses import dataclass
@@ -63,8 +64,14 @@ class StaticViolation(BaseModel):
 
 
 def check_source(source: str, allow: frozenset[str] = frozenset()) -> list[StaticViolation]:
-    """Every violation in the candidate source, in line order (whole-file rules last)."""
-    allow = validate_allow(allow)
+    """Every violation in the candidate source, in line order (whole-file rules last). The rules are a pure
+    function of the source and the allowed libraries, so a source checked again (an early refusal, then its
+    build) reuses the answer."""
+    return [violation.model_copy() for violation in _check_source(source, validate_allow(allow))]
+
+
+@functools.lru_cache(maxsize=32)
+def _check_source(source: str, allow: frozenset[str]) -> tuple[StaticViolation, ...]:
     stripped = strip_comments_and_strings(source)
     found = [*_include_violations(stripped, source, allow), *_api_violations(stripped, source),
              *_pattern_violations(stripped.without_comments, source, _ASSEMBLER_FILE, "assembler_file",
@@ -86,7 +93,7 @@ def check_source(source: str, allow: frozenset[str] = frozenset()) -> list[Stati
                 message=f"the source does not define kb_forward; define {KB_FORWARD_SIGNATURE}",
             )
         )
-    return found
+    return tuple(found)
 
 
 @dataclass(frozen=True)

@@ -74,14 +74,15 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   the others': its median can then lie below the batches' mean by more than the tolerance.
 - Cost per evaluation. Once per evaluator: 7 empty batches on the null candidate's driver (beside its
   existing calibration), and each rotating set filled with the arguments of a seed verification never
-  uses (never run: what a set must give is computed when a batch is checked). Per candidate: typically 4 batches (3 to 10, and 4 more
-  only when the median looks forged) of one call per rotating set (at most 4), so about 16 calls beside
-  the event timing's; per batch a change of 4 elements per input, one poisoning of the outputs, one L2
-  flush, four snapshots (about a dozen small kernels each) and two digests of every input and param
-  (one before, one after); per checked batch (at least two) one reference forward per set on its inputs
-  and a comparison of every output. Memory beyond the rotating sets: this process's flush buffer (2x L2),
-  the digest's chunk temporaries (a few 16 MiB tensors) and one reference forward at a time, which the
-  memory plan's trusted reserve (`MemoryPlan.trusted_reserve_bytes`) counts. Verification makes 15 calls (11 before: the special
+  uses (never run: what a set must give is computed when a batch is checked). Per candidate: typically
+  4 batches (3 to 10, and 4 more only when the median looks forged) of one call per rotating set (at
+  most 4), so about 16 calls beside the event timing's; per batch a change of 4 elements per input, one
+  poisoning of the outputs, one L2 flush, four snapshots (about a dozen small kernels each) and two
+  digests of every input and param (one before, one after); per checked batch (at least two) one
+  reference forward per set on its inputs and a comparison of every output. Memory beyond the rotating
+  sets: this process's flush buffer (2x L2), the digest's chunk temporaries (a few 16 MiB tensors) and
+  one reference forward at a time, which the memory plan's trusted reserve
+  (`MemoryPlan.trusted_reserve_bytes`) counts. Verification makes 15 calls (11 before: the special
   values now have 8 cases under `strict`).
 """
 

@@ -25,8 +25,12 @@ from kernelblaster.harness.result import (
     Speedup,
     Verdict,
 )
+from kernelblaster.harness.stages import Stage, StageClock
 from kernelblaster.harness.verify import DriverFailure, Verification
 from kernelblaster.tools.sanitizer import SanitizerResult, render_sanitizer_report
+
+# Stages of the build, which a build's own result records (`BuildResult.stage_seconds`).
+BUILD_STAGES: frozenset[Stage] = frozenset({"static_check", "compile", "link"})
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Measurement:
 
     timing: CandidateTiming
     checks: list[CheckResult]
+    seconds: dict[Stage, float] = field(default_factory=dict)  # event_timing and trusted_batches
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,7 @@ class Findings:
 
     checks: list[CheckResult]
     weakly_checked: bool = False
-    seconds: dict[str, float] = field(default_factory=dict)
+    stages: StageClock = field(default_factory=StageClock)  # the evaluation's stages (the build's are its own)
     stage: str = "plan"  # the stage running now, named by a harness failure
     no_gpu: bool = False
     plan: MemoryPlan | None = None
@@ -75,8 +80,8 @@ class Findings:
     @classmethod
     def of_result(cls, result: EvalResult) -> Findings:
         """What an earlier stage (verification) left in its result, to go on from."""
-        seconds = {name: value for name, value in result.seconds.items() if name != "build"}
-        return cls(checks=list(result.checks), weakly_checked=result.weakly_checked, seconds=seconds,
+        stages = {stage: value for stage, value in result.stages.ran().items() if stage not in BUILD_STAGES}
+        return cls(checks=list(result.checks), weakly_checked=result.weakly_checked, stages=StageClock(stages),
                    plan=result.memory, sanitizer=list(result.sanitizer))
 
     @property
@@ -88,6 +93,7 @@ class Findings:
     def add_verification(self, verification: Verification) -> None:
         self.checks += verification.checks
         self.weakly_checked = verification.weakly_checked
+        self.stages.merge(verification.seconds)
         self.driver_failure = verification.failure
 
     def add_sanitizer(self, results: list[SanitizerResult]) -> None:
@@ -110,6 +116,7 @@ class Findings:
     def add_measurement(self, measurement: Measurement) -> None:
         self.timing = measurement.timing
         self.checks += measurement.checks
+        self.stages.merge(measurement.seconds)
 
     def add_score(self, score: Score) -> None:
         self.score = score

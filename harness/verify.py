@@ -15,6 +15,7 @@ again on fresh random seeds and spiked inputs (`extra_verification`).
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
@@ -28,6 +29,7 @@ from kernelblaster.harness.precision import PrecisionPolicy, tolerance_for
 from kernelblaster.harness.references import STRICT_CASES, ReferenceCache, ReferenceCase
 from kernelblaster.harness.result import CheckResult
 from kernelblaster.harness.special_values import summary
+from kernelblaster.harness.stages import Stage, StageClock
 from kernelblaster.harness.timing import digest
 from kernelblaster.tools.driver_process import DriverError, DriverForged, DriverSession, DriverTimeout
 
@@ -109,6 +111,7 @@ class Verification:
     checks: list[CheckResult] = field(default_factory=list)
     weakly_checked: bool = False
     failure: DriverFailure | None = None
+    seconds: dict[Stage, float] = field(default_factory=dict)  # verification and special_values, as they ran
 
     @property
     def passed(self) -> bool:
@@ -119,16 +122,27 @@ def verify_candidate(session: DriverSession, shared: SharedSet, context: Verific
     """Run the checks until one fails; a crash or hang ends them with a failed `runs` check."""
     verification = Verification()
     runner = _CandidateRunner(session, shared, context)
+    clock = StageClock(verification.seconds)
+    checks = runner.checks()
+    started = time.perf_counter()
     try:
-        for check in runner.checks():
+        for check in checks:  # each check's seconds run from the previous check's end to its own
+            clock.add(_stage_of(check.name), time.perf_counter() - started)
             verification.checks.append(check)
             verification.weakly_checked = runner.weak_reference
             if not check.passed:
                 break
+            started = time.perf_counter()
     except DriverError as error:
+        clock.add("verification", time.perf_counter() - started)  # a failed call counts as verification
         verification.failure = DriverFailure.of(error)
         verification.checks.append(verification.failure.check())
+    verification.seconds = clock.seconds
     return verification
+
+
+def _stage_of(check: str) -> Stage:
+    return "special_values" if check == "special_values" else "verification"
 
 
 def timed_set_failure(index: int, shared: SharedSet, context: VerificationContext) -> CheckResult | None:

@@ -3,6 +3,8 @@ ended early (its token budget spent) says why there."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from langgraph.runtime import Runtime
 
 from kernelblaster.graph.core.context import RunContext
@@ -12,8 +14,9 @@ from kernelblaster.graph.core.run_files import RunFiles
 from kernelblaster.graph.core.services import RunResources
 from kernelblaster.graph.core.state import OptimizationState, RunUpdate
 from kernelblaster.harness.machine import Machine
+from kernelblaster.harness.result import EvalResult
 from kernelblaster.nodes.kernels import read_result
-from kernelblaster.nodes.report import RunReport, Speedups, render_markdown, token_totals
+from kernelblaster.nodes.report import RunReport, Speedups, render_markdown, stage_totals, token_totals
 from kernelblaster.tools.files import write_text_atomically
 
 NODE = "finish"
@@ -41,8 +44,31 @@ def build_report(state: OptimizationState, files: RunFiles, context: RunContext,
         suspicious=[step for step in state.steps if step.outcome == "suspicious"],
         learning=state.learning, tokens=token_totals(state.token_usage, context.prices),
         cost=usage_cost(state.token_usage, context.prices), ended_early=ended_early,
-        machine=_machine(state, files),
+        machine=_machine(state, files), evaluation_stages=stage_totals(last_results(files)),
     )
+
+
+# A candidate's results as far as it got: a measurement carries its verification's stages, a verification its
+# build's (results/<label>.<stage>.json).
+_RESULT_ORDER = ("measure", "verify", "build")
+
+
+def last_results(files: RunFiles) -> list[EvalResult]:
+    """Each candidate's last evaluation result in the run directory (unreadable ones left out)."""
+    found: dict[str, tuple[int, Path]] = {}
+    for path in sorted(files.path("results").glob("*.json")):
+        label, _, stage = path.name.removesuffix(".json").rpartition(".")
+        if stage in _RESULT_ORDER:
+            rank = _RESULT_ORDER.index(stage)
+            if label not in found or rank < found[label][0]:
+                found[label] = (rank, path)
+    results = []
+    for _, path in found.values():
+        try:
+            results.append(EvalResult.model_validate_json(path.read_bytes()))
+        except (OSError, ValueError):
+            continue  # a report is written however the run ended; a damaged result costs its row only
+    return results
 
 
 def _machine(state: OptimizationState, files: RunFiles) -> Machine | None:

@@ -5,6 +5,7 @@ the run ended early if it did; as JSON and Markdown.
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Literal
@@ -15,6 +16,8 @@ from kernelblaster.graph.core.cost import Cost, ModelPrice, usage_cost
 from kernelblaster.graph.core.state import BaselineSummary, KernelRef, LearningNote, StepRecord
 from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.harness.machine import Machine
+from kernelblaster.harness.result import EvalResult
+from kernelblaster.harness.stages import STAGES, Stage
 
 
 class TokenTotal(BaseModel):
@@ -37,6 +40,15 @@ class Speedups(BaseModel):
     vs_initial: float | None
 
 
+class StageTotal(BaseModel):
+    """One stage of evaluation over a run: how many of its evaluations ran it, and its wall seconds."""
+
+    stage: Stage
+    evaluations: int = Field(description="Evaluations (one per candidate, as far as it got) that ran the stage")
+    seconds: float = Field(description="Wall seconds of the stage over those evaluations, in all")
+    median_s: float = Field(description="The median of those evaluations' seconds in it")
+
+
 class RunReport(BaseModel):
     problem: str
     run_id: str
@@ -55,10 +67,26 @@ class RunReport(BaseModel):
     machine: Machine | None = Field(default=None, description="The machine that measured the best kernel (else the "
                                     "initial one): GPU, driver, CUDA runtime, nvcc and torch versions; None when "
                                     "no kernel was measured, or its result predates machine records")
+    evaluation_stages: list[StageTotal] = Field(default=[], description="Where the run's evaluation time went, per "
+                                                "stage (harness/stages.py), over every candidate's last result; "
+                                                "empty in reports written before stage times")
 
     @property
     def total_tokens(self) -> int:
         return sum(total.input_tokens + total.output_tokens for total in self.tokens)
+
+
+def stage_totals(results: list[EvalResult]) -> list[StageTotal]:
+    """Per stage, in the order stages run, the evaluations that ran it and their seconds; stages none ran are
+    left out."""
+    ran = [result.stages.ran() for result in results]
+    totals = []
+    for stage in STAGES:
+        seconds = [stages[stage] for stages in ran if stage in stages]
+        if seconds:
+            totals.append(StageTotal(stage=stage, evaluations=len(seconds), seconds=sum(seconds),
+                                     median_s=statistics.median(seconds)))
+    return totals
 
 
 def token_totals(usage: list[TokenUsage], prices: Mapping[str, ModelPrice]) -> list[TokenTotal]:
@@ -90,7 +118,16 @@ def render_markdown(report: RunReport) -> str:
         lines += [f"- {s.after.label if s.after else '?'}: {s.technique}: {s.detail}" for s in report.suspicious]
     lines += ["", "## Learning", ""] + [f"- iteration {n.iteration + 1}, {n.stage}: {n.summary}"
                                         for n in report.learning]
-    return "\n".join([*lines, "", *_tokens_table(report)]) + "\n"
+    return "\n".join([*lines, "", *_stages_table(report.evaluation_stages), *_tokens_table(report)]) + "\n"
+
+
+def _stages_table(totals: list[StageTotal]) -> list[str]:
+    if not totals:
+        return []
+    lines = ["## Evaluation time by stage", "", "| stage | evaluations | seconds in all | median seconds |",
+             "|---|---|---|---|"]
+    lines += [f"| {t.stage} | {t.evaluations} | {t.seconds:.2f} | {t.median_s:.3f} |" for t in totals]
+    return [*lines, ""]
 
 
 def _tokens_table(report: RunReport) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import math
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
@@ -212,3 +213,60 @@ def test_timing_sets_are_filled_with_their_seeds_arguments_and_no_reference_is_c
     expected = instantiate(problem, references._TIMING_SEED_BASE + 1, "cpu")
     assert all(torch.equal(a, b) for a, b in zip(tensor_args, expected.tensor_args, strict=True))
     assert all(torch.equal(a, b) for a, b in zip(params, expected.initial_state.values(), strict=True))
+
+
+def test_a_verification_records_the_seconds_of_its_checks_and_of_special_values_apart(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    session, shared, context = setup(GEMM_SUM, gemm_sum_rewrite, monkeypatch)
+    verification = verify_candidate(session, shared, context)
+    assert verification.passed
+    assert list(verification.seconds) == ["verification", "special_values"]
+    assert all(seconds > 0 for seconds in verification.seconds.values())
+
+
+def test_a_verification_that_stops_before_special_values_records_no_special_values_stage(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def skips_rows(inputs: list[torch.Tensor], params: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [inputs[0] @ params[0][::2].sum(dim=0).unsqueeze(1) * 0.75]
+
+    session, shared, context = setup(GEMM_SUM, skips_rows, monkeypatch)
+    verification = verify_candidate(session, shared, context)
+    assert not verification.passed
+    assert list(verification.seconds) == ["verification"]
+
+
+def test_the_float64_references_a_verification_made_are_counted_once_as_conditioning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    session, shared, context = setup(GEMM_SUM, gemm_sum_rewrite, monkeypatch)
+    assert verify_candidate(session, shared, context).passed
+    references = context.references
+    assert references.take_float64_seconds() > 0
+    assert references.take_float64_seconds() == 0.0  # taken: the next evaluation starts from nothing
+
+
+def _counting_references(stop_after: int | None, stop: threading.Event) -> tuple[ReferenceCache, list[int]]:
+    references = CpuReferences(load_problem(GEMM_SUM), 0, SEEDS, "cached", True, float64=False)
+    computed: list[int] = []
+    compute = references._compute
+
+    def counted(seed: int, special: tuple[str, Callable[[torch.Tensor], object]] | None) -> ReferenceCase:
+        computed.append(seed)
+        if len(computed) == stop_after:
+            stop.set()
+        return compute(seed, special)
+
+    references._compute = counted  # type: ignore[method-assign]  # counts the cases the warming begins
+    return references, computed
+
+
+def test_warming_the_references_computes_every_case_ahead() -> None:
+    references, computed = _counting_references(None, threading.Event())
+    references.warm(strict=True)
+    assert len(computed) == len(SEEDS) + len(references.special_labels(strict=True))
+
+
+def test_warming_the_references_begins_no_case_once_told_to_stop() -> None:
+    stop = threading.Event()
+    references, computed = _counting_references(1, stop)
+    references.warm(strict=True, stop=stop)
+    assert computed == [SEEDS[0]]
