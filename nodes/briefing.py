@@ -21,7 +21,7 @@ from kernelblaster.harness.profile.outcome import KernelShare
 from kernelblaster.harness.references import LARGE_SCALE, TINY_SCALE
 from kernelblaster.kb.operations import OperationKind
 from kernelblaster.kb.schema import Technique
-from kernelblaster.kb.snippets import starting_point_for
+from kernelblaster.kb.snippets import starting_points_for
 from kernelblaster.nodes.prompting import prompt_file
 from kernelblaster.tools.text_sections import TextSections
 
@@ -195,13 +195,23 @@ def _outcome(step: StepRecord) -> str:
                      why=_one_line(step.detail, WHY_CHARS))
 
 
-def starting_point_section(pytorch_source: str) -> str:
-    """The verified tiled code a first kernel of a GEMM or convolution problem builds on; empty for others."""
-    start = starting_point_for(pytorch_source)
-    if start is None:
+def starting_point_section(pytorch_source: str, precision: PrecisionPolicy) -> str:
+    """The verified tiled code a first kernel of a GEMM or convolution problem builds on, with the alternative
+    the precision policy admits beside it and when to pick which; empty for other problems."""
+    points = starting_points_for(pytorch_source, precision)
+    text = briefing_text()
+    if not points:
         return ""
-    section = briefing_text().fill("starting point", kind=start.kind, snippet=start.snippet.name,
-                                   technique=start.technique, source=start.snippet.source.rstrip("\n"))
+    if len(points) == 1:
+        start = points[0]
+        section = text.fill("starting point", kind=start.kind, snippet=start.snippet.name,
+                            technique=start.technique, source=start.snippet.source.rstrip("\n"))
+    else:
+        first, second = (text.fill("starting point, one of two", snippet=point.snippet.name,
+                                   technique=point.technique, source=point.snippet.source.rstrip("\n"))
+                         for point in points)
+        section = text.fill("starting point, two", kind=points[0].kind, first=first, second=second,
+                            choice=text.fill(f"choice, {points[0].kind}, {precision}"))
     return f"\n{section}\n"
 
 
