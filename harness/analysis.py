@@ -1,6 +1,7 @@
 """One forward pass of a problem, off the GPU where possible, and what the harness plans with from it: the
-spec, the peak bytes the pass holds beyond its arguments, the FLOPs it performs and the kinds of operation
-it computes (for the KB's choice of techniques).
+spec, the peak bytes the pass holds beyond its arguments, the FLOPs it performs, the kinds of operation
+it computes (for the KB's choice of techniques) and the rows its softmaxes, norms, reductions and losses
+reduce (for the first kernel's design).
 
 The pass runs on the meta device (shapes only: a 16 GiB problem costs nothing) with the tensors it creates
 tracked as they come and go. Models the meta device cannot run (data-dependent shapes) fall back to the GPU
@@ -26,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
-from kernelblaster.harness.operations import OperationRecorder
+from kernelblaster.harness.operations import OperationRecorder, ReducedRows
 from kernelblaster.harness.problem import Problem, ProblemError, ProblemInstance, ProblemTimedOut, instantiate
 from kernelblaster.harness.semantics import SemanticsRecorder
 from kernelblaster.harness.spec import ProblemSpec, run_forward, spec_from_output
@@ -60,6 +61,7 @@ class ProblemAnalysis:
     footprint: ForwardFootprint
     device: str  # where the forward pass ran: "meta", "cpu" or "cuda:N"
     operations: frozenset[OperationKind] | None  # None where the pass ran untracked
+    rows: tuple[ReducedRows, ...] | None = None  # what its row-family operators reduce; None where untracked
 
 
 # Analyses made in this process (a few hundred bytes each): see `analyse_problem`.
@@ -115,6 +117,16 @@ def spec_for_problem(problem: Problem, gpu: int | None) -> ProblemSpec:
     return analyse_problem(problem, gpu).spec
 
 
+def reduced_rows(problem: Problem, gpu: int | None) -> list[ReducedRows] | None:
+    """What the problem's softmaxes, norms, reductions and losses reduce (the analysis a run's preflight and
+    evaluator share); None where the pass ran untracked or the problem cannot be analysed here."""
+    try:
+        rows = analyse_problem(problem, gpu).rows
+    except ProblemError:
+        return None
+    return None if rows is None else list(rows)
+
+
 def _analyse_on(problem: Problem, device: str) -> ProblemAnalysis:
     instance = instantiate(problem, 0, device)
     tracker, operations = _LiveTensorTracker(_argument_tensors(instance)), OperationRecorder(instance.model)
@@ -122,7 +134,8 @@ def _analyse_on(problem: Problem, device: str) -> ProblemAnalysis:
     with FlopCounterMode(display=False) as flops, tracker, operations, semantics.watching():
         raw_output = run_forward(instance)
     footprint = ForwardFootprint(peak_bytes=tracker.peak_bytes, flops=int(flops.get_total_flops()))
-    return ProblemAnalysis(_spec(instance, raw_output, semantics), footprint, device, operations.kinds())
+    return ProblemAnalysis(_spec(instance, raw_output, semantics), footprint, device, operations.kinds(),
+                           operations.reduced_rows())
 
 
 def _spec(instance: ProblemInstance, raw_output: Any, semantics: SemanticsRecorder) -> ProblemSpec:

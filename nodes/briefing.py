@@ -1,5 +1,6 @@
 """The facts sections of the prompts that write CUDA: the GPU, the precision contract, the targets, the
-current kernel's standing, the trajectory's earlier steps and a problem's starting point.
+current kernel's standing, the trajectory's earlier steps, a problem's starting point and, for softmaxes,
+norms, reductions and losses, the rows they reduce with the design that fits them.
 
 The words are in `prompts/briefing.txt` (one `string.Template` per section); this module fills them in from
 the run's `RunFacts` (gathered once, in `setup`), the run's settings and the trajectory's state.
@@ -15,13 +16,14 @@ import torch
 
 from kernelblaster.graph.core.state import KernelRef, RunFacts, StepRecord
 from kernelblaster.harness.gpu_facts import GpuFacts
+from kernelblaster.harness.operations import ReducedRows
 from kernelblaster.harness.precision import PrecisionPolicy, Tolerance, tolerance_for
 from kernelblaster.harness.precision_facts import PrecisionFacts
 from kernelblaster.harness.profile.outcome import KernelShare
 from kernelblaster.harness.references import LARGE_SCALE, TINY_SCALE
 from kernelblaster.kb.operations import OperationKind
 from kernelblaster.kb.schema import Technique
-from kernelblaster.kb.snippets import starting_point_for
+from kernelblaster.kb.snippets import starting_points_for
 from kernelblaster.nodes.prompting import prompt_file
 from kernelblaster.tools.text_sections import TextSections
 
@@ -29,6 +31,14 @@ TEXT_FILE = "briefing.txt"
 # How much of a failed step's reason and of a choice's reason the history shows.
 WHY_CHARS = 200
 REASON_CHARS = 160
+# Rows longer than this are long: split over blocks or a cluster; at most this long, a warp takes a row.
+LONG_ROW = 32 * 1024
+SHORT_ROW = 1024
+# Fewer rows than this many per SM leave SMs idle with one block per row.
+ROWS_PER_SM = 2
+# A reduction of fewer elements than this per SM is small: one block or a few do it all.
+SMALL_ELEMENTS_PER_SM = 2048
+ROWS_SHOWN = 4
 # PyTorch kernel names are long C++ templates; the head names the operation ("...launch_clamp_scalar(").
 KERNEL_NAME_CHARS = 100
 
@@ -195,14 +205,77 @@ def _outcome(step: StepRecord) -> str:
                      why=_one_line(step.detail, WHY_CHARS))
 
 
-def starting_point_section(pytorch_source: str) -> str:
-    """The verified tiled code a first kernel of a GEMM or convolution problem builds on; empty for others."""
-    start = starting_point_for(pytorch_source)
-    if start is None:
+def starting_point_section(pytorch_source: str, precision: PrecisionPolicy) -> str:
+    """The verified tiled code a first kernel of a GEMM or convolution problem builds on, with the alternative
+    the precision policy admits beside it and when to pick which; empty for other problems."""
+    points = starting_points_for(pytorch_source, precision)
+    text = briefing_text()
+    if not points:
         return ""
-    section = briefing_text().fill("starting point", kind=start.kind, snippet=start.snippet.name,
-                                   technique=start.technique, source=start.snippet.source.rstrip("\n"))
+    if len(points) == 1:
+        start = points[0]
+        section = text.fill("starting point", kind=start.kind, snippet=start.snippet.name,
+                            technique=start.technique, source=start.snippet.source.rstrip("\n"))
+    else:
+        first, second = (text.fill("starting point, one of two", snippet=point.snippet.name,
+                                   technique=point.technique, source=point.snippet.source.rstrip("\n"))
+                         for point in points)
+        section = text.fill("starting point, two", kind=points[0].kind, first=first, second=second,
+                            choice=text.fill(f"choice, {points[0].kind}, {precision}"))
     return f"\n{section}\n"
+
+
+def rows_section(facts: RunFacts | None) -> str:
+    """How many rows the problem's softmaxes, norms, reductions and losses reduce, how long each is, and the
+    design that fits (split long rows, spread few rows over the GPU, a warp per short row); empty for other
+    problems and where the rows are not known."""
+    if facts is None or not facts.rows:
+        return ""
+    text = briefing_text()
+    lines = [_row_line(found, facts.gpu) for found in facts.rows[:ROWS_SHOWN]]
+    if len(facts.rows) > ROWS_SHOWN:
+        lines.append(text.fill("row, more", count=str(len(facts.rows) - ROWS_SHOWN)))
+    return f"\n{text.fill('rows', sm_count=str(facts.gpu.sm_count), lines=chr(10).join(lines))}\n"
+
+
+def _row_line(found: ReducedRows, gpu: GpuFacts) -> str:
+    text = briefing_text()
+    if found.contiguous:
+        layout = ""
+    elif found.run > 1:
+        layout = text.fill("row layout, runs", runs=f"{found.length // found.run:,}", run=f"{found.run:,}")
+    else:
+        layout = text.fill("row layout, strided", stride=f"{found.stride:,}")
+    dims = ", ".join(str(d) for d in found.dims)
+    rows = f"{found.rows:,} row" if found.rows == 1 else f"{found.rows:,} rows"
+    return text.fill("row", operation=found.operation, shape=", ".join(str(size) for size in found.shape),
+                     dims=f"dim {dims}" if len(found.dims) == 1 else f"dims {dims}", rows=rows,
+                     length=f"{found.length:,}", row_bytes=_bytes(found.length * found.element_bytes), layout=layout,
+                     advice=" ".join(text.fill(advice, **fields) for advice, fields in _row_advice(found, gpu)))
+
+
+def _row_advice(found: ReducedRows, gpu: GpuFacts) -> list[tuple[str, dict[str, str | None]]]:
+    """The advice sections (with their fields) for one reduction's rows on this GPU."""
+    sms = gpu.sm_count
+    if found.rows * found.length < sms * SMALL_ELEMENTS_PER_SM:
+        return [("row advice, small", {})]
+    few = found.rows < ROWS_PER_SM * sms
+    spread: tuple[str, dict[str, str | None]] = (
+        "row advice, few rows", {"blocks": str(math.ceil(ROWS_PER_SM * sms / found.rows))})
+    if found.run == 1 and found.length > 1:
+        return [("row advice, strided", {}), *([spread] if few else [])]
+    if few:
+        return [spread]
+    if found.length > LONG_ROW:
+        smem = gpu.shared_memory_per_block_optin or gpu.shared_memory_per_block
+        cluster = math.ceil(found.length * found.element_bytes / smem)
+        abilities = gpu.capabilities
+        if abilities is not None and abilities.distributed_shared_memory and cluster <= abilities.portable_cluster_size:
+            return [("row advice, long rows, cluster", {"smem": _bytes(smem), "cluster": str(cluster)})]
+        return [("row advice, long rows, split", {})]
+    if found.length <= SHORT_ROW:
+        return [("row advice, short rows", {})]
+    return [("row advice, block rows", {})]
 
 
 def _one_line(text: str | None, limit: int) -> str:

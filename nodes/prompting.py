@@ -28,7 +28,7 @@ from kernelblaster.graph.llm.agents import Question, T
 from kernelblaster.graph.llm.roles import Role
 
 STATIC_FIELDS = frozenset({"pytorch_source", "problem", "header", "allowed_libraries", "precision", "catalogue",
-                           "gpu", "targets", "starting_point", "arithmetic"})
+                           "gpu", "targets", "rows", "starting_point", "arithmetic"})
 
 
 @dataclass(frozen=True)

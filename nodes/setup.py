@@ -1,5 +1,6 @@
 """`setup`: open the run directory, load the problem, time and profile the PyTorch baselines, and gather
-the facts every prompt shows (`RunFacts`: the GPU, the baselines, the roofline floor, PyTorch's top kernels).
+the facts every prompt shows (`RunFacts`: the GPU, the baselines, the roofline floor, PyTorch's top kernels,
+the rows the problem's softmaxes, norms, reductions and losses reduce).
 
 The run first checks that it has what it needs (as `kernelblaster optimize` does, so a run started from
 Studio fails with the same one-line reason), then keeps its own copy of the problem file (and of an
@@ -18,11 +19,12 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
 from kernelblaster.graph.core.context import RunContext
-from kernelblaster.graph.core.preflight import check_started_run
+from kernelblaster.graph.core.preflight import analysis_gpu, check_started_run
 from kernelblaster.graph.core.progress import ProgressNote, write_note
 from kernelblaster.graph.core.run_files import RunFiles, default_run_dir, run_id_for
 from kernelblaster.graph.core.services import Services
 from kernelblaster.graph.core.state import BaselineSummary, OptimizationState, RunFacts, RunUpdate
+from kernelblaster.harness.analysis import reduced_rows
 from kernelblaster.harness.profile.outcome import ProfileReport, top_kernels
 from kernelblaster.kb.operations import OperationKind
 from kernelblaster.tools.files import write_text_atomically
@@ -53,7 +55,8 @@ def setup(state: OptimizationState, runtime: Runtime[RunContext], *, services: S
                               best_ms=baseline.best_ms)
     kernels = top_kernels(profile, PYTORCH_KERNELS_SHOWN) if isinstance(profile, ProfileReport) else None
     facts = RunFacts(gpu=gpu, baseline=summary, roofline=roofline, pytorch_kernels=kernels,
-                     operations=_operations_to_offer_for(runtime.context, operations), precision=precision)
+                     operations=_operations_to_offer_for(runtime.context, operations), precision=precision,
+                     rows=reduced_rows(resources.problem, analysis_gpu(runtime.context)))
     files.save(files.FACTS, facts)
     compiled = f", torch.compile {summary.compile_ms:.4f} ms" if summary.compile_ms is not None else ""
     write_note(runtime, ProgressNote(node="setup", text=f"PyTorch eager {summary.eager_ms:.4f} ms{compiled} "

@@ -1,8 +1,9 @@
 """`write_initial`: the first CUDA of the run — the `--init` file, or written by the lowering agent from
 the PyTorch source, shown the GPU, the precision contract and the targets, the catalogue's technique names
-that fit the problem (for its `technique:` line), and for a GEMM or convolution problem the verified tiled
-code to start from (`kb.snippets.starting_point_for`). On a retry (the last
-draft failed to build or verify) the agent fixes the last draft, shown why it failed.
+that fit the problem (for its `technique:` line), for a softmax, norm, reduction or loss the rows it reduces
+and the design that fits them, and for a GEMM or convolution problem the verified tiled
+code to start from, with the alternative the precision policy admits (`kb.snippets.starting_points_for`). On
+a retry (the last draft failed to build or verify) the agent fixes the last draft, shown why it failed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kernelblaster.nodes.briefing import (
     catalogue_section,
     gpu_section,
     precision_section,
+    rows_section,
     starting_point_section,
     targets_section,
 )
@@ -54,6 +56,7 @@ def _question(state: OptimizationState, resources: RunResources, label: str) -> 
         pytorch_source=resources.problem.source, header=resources.header, gpu=gpu_section(state.facts),
         precision=precision_section(context.precision, context.seeds, state.facts),
         allowed_libraries=", ".join(context.allow) or "none", targets=targets_section(state.facts, None),
-        starting_point=starting_point_section(resources.problem.source), catalogue=catalogue,
+        rows=rows_section(state.facts),
+        starting_point=starting_point_section(resources.problem.source, context.precision), catalogue=catalogue,
         feedback=feedback_section(resources.files, state.initial_feedback),
     )

@@ -72,8 +72,13 @@ def check_started_run(problem: Path, init: Path | None, run_dir: Path, context: 
 def _check_problem_runs(problem_path: Path, context: RunContext) -> None:
     """Build the problem and run its model once the way the harness will (a failing `get_inputs`, a forward
     that raises), on the run's first GPU only where shapes alone do not do."""
-    gpu = context.gpus[0] if visible_gpu_count() > context.gpus[0] else None
-    analyse_problem(load_problem(problem_path), gpu)
+    analyse_problem(load_problem(problem_path), analysis_gpu(context))
+
+
+def analysis_gpu(context: RunContext) -> int | None:
+    """The GPU a run's problem analysis may fall back to (its first, if this machine has it): the analysis
+    is kept per process by problem and GPU, so the preflight's serves the run's later questions."""
+    return context.gpus[0] if visible_gpu_count() > context.gpus[0] else None
 
 
 def check_init_kernel(init: Path) -> Path:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.harness.gpu_facts import GpuFacts
+from kernelblaster.harness.operations import ReducedRows
 from kernelblaster.harness.precision_facts import PrecisionFacts
 from kernelblaster.harness.profile.outcome import KernelShare
 from kernelblaster.harness.result import Roofline
@@ -110,8 +111,9 @@ class RunFacts(Value):
     """What the agents are told about where the run happens and what to beat, gathered once in `setup`: the
     GPU, the PyTorch baselines, the problem's roofline floor on that GPU, PyTorch's own kernels that took
     the most time (None when the baseline was not profiled), and the kinds of operation the problem performs
-    (None when not known), which decide the techniques the KB may offer, and which cheaper arithmetic in its
-matrix products would pass verification (measured; see harness.precision_facts)."""
+    (None when not known), which decide the techniques the KB may offer, which cheaper arithmetic in its
+    matrix products would pass verification (measured; see harness.precision_facts), and the rows its
+    row-family operators reduce (for the first kernel's design)."""
 
     gpu: GpuFacts
     baseline: BaselineSummary
@@ -119,6 +121,7 @@ matrix products would pass verification (measured; see harness.precision_facts).
     pytorch_kernels: list[KernelShare] | None
     operations: list[OperationKind] | None = None
     precision: PrecisionFacts | None = None  # None in runs made before it was measured
+    rows: list[ReducedRows] | None = None  # what its softmaxes, norms, reductions and losses reduce; None: unknown
 
 
 class ProfiledState(Value):

@@ -158,3 +158,82 @@ def test_kernelbench_relu_is_a_lone_elementwise_operator() -> None:
 def test_kernelbench_conv_relu_bias_is_a_convolution_among_several_operations() -> None:
     analysis = analyse_problem(load_problem(KERNELBENCH / "level2" / "1_Conv2D_ReLU_BiasAdd.py"), None)
     assert analysis.operations == frozenset({"convolution", "several_operations"})
+
+
+def _rows(forward: Callable[[], object], model: nn.Module | None = None) -> list[tuple[str, tuple[int, ...], int, int]]:
+    """(operator, shape, rows, row length) of each row reduction the pass makes."""
+    recorder = OperationRecorder(model or nn.Module())
+    with recorder:
+        forward()
+    return [(found.operation, found.shape, found.rows, found.length) for found in recorder.reduced_rows()]
+
+
+def test_a_softmax_keeps_its_input_shape_and_the_dimension_it_reduces() -> None:
+    recorder = OperationRecorder(nn.Module())
+    with recorder:
+        torch.softmax(_x(64, 1000), dim=-1)
+    (found,) = recorder.reduced_rows()
+    assert (found.operation, found.shape, found.dims) == ("_softmax", (64, 1000), (1,))
+    assert (found.rows, found.length) == (64, 1000)
+    assert found.contiguous and found.element_bytes == 4
+
+
+def test_a_layer_norm_reduces_its_normalized_trailing_dimensions() -> None:
+    norm = nn.LayerNorm((8, 32), device=META)
+    assert _rows(lambda: norm(_x(4, 8, 32)), norm) == [("native_layer_norm", (4, 8, 32), 4, 256)]
+
+
+def test_a_training_batch_norm_reduces_every_dimension_but_the_channels_in_strided_runs() -> None:
+    norm = nn.BatchNorm2d(3, device=META)
+    recorder = OperationRecorder(norm)
+    with recorder:
+        norm(_x(2, 3, 4, 5))
+    (found,) = recorder.reduced_rows()
+    assert (found.dims, found.rows, found.length, found.run, found.contiguous) == ((0, 2, 3), 3, 40, 20, False)
+
+
+def test_a_batch_norm_on_running_statistics_reduces_nothing() -> None:
+    norm = nn.BatchNorm2d(3, device=META).eval()
+    assert _rows(lambda: norm(_x(2, 3, 4, 5)), norm) == []
+
+
+def test_a_group_norm_reduces_each_groups_channels_and_positions() -> None:
+    norm = nn.GroupNorm(4, 8, device=META)
+    assert _rows(lambda: norm(_x(2, 8, 5, 5)), norm) == [("native_group_norm", (2, 4, 50), 8, 50)]
+
+
+def test_a_sum_over_a_middle_dimension_has_strided_rows() -> None:
+    recorder = OperationRecorder(nn.Module())
+    with recorder:
+        torch.sum(_x(4, 16, 10), dim=1, keepdim=True)
+    (found,) = recorder.reduced_rows()
+    assert (found.rows, found.length, found.run, found.stride) == (40, 16, 1, 10)
+
+
+def test_a_mean_over_everything_is_one_row() -> None:
+    assert _rows(lambda: _x(6, 7).mean()) == [("mean", (6, 7), 1, 42)]
+
+
+def test_cross_entropy_reduces_the_classes_then_one_value_per_sample() -> None:
+    logits, target = _x(32, 10), torch.zeros(32, dtype=torch.long, device=META)
+    assert _rows(lambda: F.cross_entropy(logits, target)) == [("_log_softmax", (32, 10), 32, 10),
+                                                              ("nll_loss_forward", (32,), 1, 32)]
+
+
+def test_a_mean_loss_reduces_every_element_as_one_row() -> None:
+    assert _rows(lambda: F.mse_loss(_x(4, 5), _x(4, 5))) == [("mse_loss", (4, 5), 1, 20)]
+
+
+def test_a_loss_without_reduction_and_an_elementwise_maximum_reduce_nothing() -> None:
+    assert _rows(lambda: F.mse_loss(_x(4, 4), _x(4, 4), reduction="none")) == []
+    assert _rows(lambda: torch.max(_x(4, 4), _x(4, 4))) == []
+
+
+def test_a_repeated_reduction_is_kept_once() -> None:
+    x = _x(8, 16)
+    assert _rows(lambda: [torch.softmax(x, 1) for _ in range(3)]) == [("_softmax", (8, 16), 8, 16)]
+
+
+def test_the_analysis_keeps_the_rows_of_kernelbenchs_softmax() -> None:
+    rows = analyse_problem(load_problem(KERNELBENCH / "level1" / "23_Softmax.py"), None).rows
+    assert rows is not None and [(found.rows, found.length) for found in rows] == [(4096, 393216)]

@@ -2,10 +2,12 @@
 and, with a problem's kb_forward appended (tests/gpu/snippet_cases.py), passes the source rules and compiles
 without warnings with the real nvcc against that problem's generated header; the snippet comes first in the
 file, so this also shows it compiles on its own. The GPU tests verify the same candidates through the harness.
-The starting-point API picks the tiled GEMM or convolution snippet from a problem's PyTorch source."""
+The starting-point API picks the tiled GEMM or convolution snippet from a problem's PyTorch source, and under
+`strict` offers a GEMM the 3xTF32 tensor-core snippet beside the FFMA one."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -18,13 +20,16 @@ from kernelblaster.harness.static_check import check_source
 from kernelblaster.kb.codec import decode
 from kernelblaster.kb.errors import KBLookupError
 from kernelblaster.kb.paths import seed_kb_bytes
+from kernelblaster.kb.precision import PrecisionPolicy
 from kernelblaster.kb.snippets import (
+    ALTERNATIVE_STARTING_POINTS,
     ProblemKind,
     load_snippet,
     problem_kind,
     snippet_names,
     starting_point,
     starting_point_for,
+    starting_points_for,
 )
 from kernelblaster.kb.tokens import default_token_counter
 from kernelblaster.tools.errors import UserFacingError
@@ -35,8 +40,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER_DIR = REPO_ROOT / "harness" / "driver"
 EXAMPLE_PROBLEMS = REPO_ROOT / "examples" / "problems"
 # A snippet is short enough to read whole: the largest (GEMM, convolution) are the starting points of first
-# kernels; the lowering prompt shows one only within half the KB slice's budget (`kb.prompt_slice`).
-MAX_SNIPPET_TOKENS = 1400
+# kernels, the 3xTF32 GEMM's pipeline the largest of all; the lowering prompt shows one only within half the KB
+# slice's budget (`kb.prompt_slice`).
+MAX_SNIPPET_TOKENS = 1900
 
 CASES = [pytest.param(case, id=case.id) for case in cases.SNIPPET_CASES]
 
@@ -88,6 +94,22 @@ def test_snippet_candidate_compiles_without_warnings_against_its_problem_header(
     assert [m.render() for m in result.messages if m.severity == "warning"] == []
 
 
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc is not installed")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_the_3xtf32_gemm_compiles_for_ampere_and_hopper_without_spilling_registers(arch: str, tmp_path: Path,
+                                                                                   sandbox: Sandbox) -> None:
+    case = next(case for case in cases.SNIPPET_CASES if case.snippet == "gemm_3xtf32" and case.at_kernelbench_size)
+    (tmp_path / "kb_problem.h").write_text(generate_header(spec_for_problem(load_problem(case.problem), None)))
+    source = tmp_path / "candidate.cu"
+    source.write_text(case.candidate_source())
+    result = compile_object(source, tmp_path / "candidate.o", arch=arch, include_dirs=[tmp_path, DRIVER_DIR],
+                            cache_dir=None, sandbox=sandbox)
+    assert result.ok, result.log
+    assert [m.render() for m in result.messages if m.severity == "warning"] == []
+    spills = re.findall(r"(\d+) bytes spill (?:stores|loads)", result.log)  # ptxas -v, one pair per kernel
+    assert spills and set(spills) == {"0"}, result.log
+
+
 @pytest.mark.parametrize(
     ("problem", "snippet"),
     [("gemm_bias_relu", "tiled_sgemm"), ("softmax_rows", None), ("elementwise_swish_scale", None)],
@@ -95,6 +117,31 @@ def test_snippet_candidate_compiles_without_warnings_against_its_problem_header(
 def test_starting_point_of_an_example_problem(problem: str, snippet: str | None) -> None:
     found = starting_point_for((EXAMPLE_PROBLEMS / f"{problem}.py").read_text())
     assert (found.snippet.name if found else None) == snippet
+
+
+def test_a_gemm_under_strict_is_offered_the_3xtf32_snippet_after_the_ffma_one() -> None:
+    source = (EXAMPLE_PROBLEMS / "gemm_bias_relu.py").read_text()
+    assert [point.snippet.name for point in starting_points_for(source, "strict")] == ["tiled_sgemm", "gemm_3xtf32"]
+    assert [point.technique for point in starting_points_for(source, "strict")] == ["tiled_sgemm_fp32", "tf32x3_split"]
+
+
+@pytest.mark.parametrize("policy", ["tf32", "fp16", "pytorch-default"])
+def test_a_gemm_under_a_looser_policy_is_offered_the_ffma_snippet_alone(policy: PrecisionPolicy) -> None:
+    source = (EXAMPLE_PROBLEMS / "gemm_bias_relu.py").read_text()
+    assert [point.snippet.name for point in starting_points_for(source, policy)] == ["tiled_sgemm"]
+
+
+def test_a_problem_without_a_starting_point_has_none_under_any_policy() -> None:
+    assert starting_points_for((EXAMPLE_PROBLEMS / "softmax_rows.py").read_text(), "strict") == []
+
+
+@pytest.mark.parametrize(("kind", "policy"), sorted(ALTERNATIVE_STARTING_POINTS))
+def test_every_alternative_starting_point_is_a_seed_technique_valid_under_its_policy_that_shows_its_snippet(
+        kind: ProblemKind, policy: PrecisionPolicy) -> None:
+    snippet, technique = ALTERNATIVE_STARTING_POINTS[(kind, policy)]
+    seed = decode(Path("seed_kb.json"), seed_kb_bytes()).document
+    assert seed.techniques[technique].snippet == snippet
+    assert seed.techniques[technique].valid_under(policy)
 
 
 @pytest.mark.parametrize("kind", ["gemm", "convolution"])

@@ -30,7 +30,8 @@ from langchain_core.messages import BaseMessage
 from kernelblaster.graph.core.state import RunFacts
 from kernelblaster.harness.profile.outcome import KernelShare
 from kernelblaster.kb.journal import read_changes
-from kernelblaster.nodes.briefing import gpu_section, precision_section, pytorch_kernels_line
+from kernelblaster.kb.snippets import ALTERNATIVE_STARTING_POINTS
+from kernelblaster.nodes.briefing import briefing_text, gpu_section, precision_section, pytorch_kernels_line
 from kernelblaster.nodes.kernels import CudaAnswer
 
 GEMM_PROBLEM = REPO / "examples" / "problems" / "gemm_bias_relu.py"
@@ -208,13 +209,34 @@ def test_the_unguided_lowering_prompt_shows_the_same_facts(tmp_path: Path) -> No
         assert fact in prompt, fact
 
 
-def test_a_gemm_problems_first_kernel_prompt_starts_from_verified_tiled_code(tmp_path: Path) -> None:
+def _first_kernel_prompt_of_the_gemm(tmp_path: Path, precision: str) -> str:
     models = chat_models([initial_kernel(), CudaAnswer(technique=None, explanation="x", cuda_source=kernel("ok 0.5"))])
-    run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=1), problem=GEMM_PROBLEM)
-    prompt = str(models["lowering"].prompts[0][1].content)
+    run_graph(services_for(models, EvaluationLog()), small_context(tmp_path, depth=1, precision=precision),
+              problem=GEMM_PROBLEM)
+    return str(models["lowering"].prompts[0][1].content)
+
+
+def test_a_gemm_problems_first_kernel_prompt_under_strict_offers_ffma_and_3xtf32_code_and_when_to_pick_which(
+        tmp_path: Path) -> None:
+    prompt = _first_kernel_prompt_of_the_gemm(tmp_path, "strict")
     assert "## Starting point: verified gemm code" in prompt
-    assert "(kb snippet `tiled_sgemm`)" in prompt and "answer `technique: tiled_sgemm_fp32`" in prompt
+    assert "kb snippet `tiled_sgemm` (answer `technique: tiled_sgemm_fp32`)" in prompt
+    assert "kb snippet `gemm_3xtf32` (answer `technique: tf32x3_split`)" in prompt
     assert "__global__ void __launch_bounds__(256) sgemm_tiled" in prompt
+    assert "__global__ void __launch_bounds__(256) gemm_3xtf32" in prompt
+    which = next(line for line in prompt.splitlines() if "Which: " in line)
+    assert "faster for large GEMMs" in which and "small or odd shapes" in which
+
+
+def test_a_gemm_problems_first_kernel_prompt_under_tf32_starts_from_the_ffma_code_alone(tmp_path: Path) -> None:
+    prompt = _first_kernel_prompt_of_the_gemm(tmp_path, "tf32")
+    assert "(kb snippet `tiled_sgemm`)" in prompt and "answer `technique: tiled_sgemm_fp32`" in prompt
+    assert "gemm_3xtf32" not in prompt and "Which: " not in prompt
+
+
+def test_every_alternative_starting_point_has_its_sentence_on_when_to_pick_which() -> None:
+    needed = {f"choice, {kind}, {policy}" for kind, policy in ALTERNATIVE_STARTING_POINTS}
+    assert needed <= set(briefing_text().sections)
 
 
 def test_an_elementwise_problems_first_kernel_prompt_has_no_starting_point(run: ThreeSteps) -> None:

@@ -2,7 +2,8 @@
 
 Plain data, no tests. `tests/fixtures/snippets/SNIPPET/PROBLEM.cu` holds the kb_forward (and any
 problem-specific kernel) that uses snippet SNIPPET for the problem PROBLEM.py (examples/problems first, then
-tests/fixtures/problems); the candidate the harness sees is the snippet's source followed by that file. The
+tests/fixtures/problems, then KernelBench's level-1 problems at their own sizes, tests/fixtures/kernelbench/level1);
+the candidate the harness sees is the snippet's source followed by that file. The
 CPU tests compile every candidate; the GPU tests verify each through the harness.
 """
 
@@ -15,7 +16,8 @@ from kernelblaster.kb.snippets import load_snippet
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GLUE_DIR = REPO_ROOT / "tests" / "fixtures" / "snippets"
-PROBLEM_DIRS = (REPO_ROOT / "examples" / "problems", REPO_ROOT / "tests" / "fixtures" / "problems")
+KERNELBENCH_DIR = REPO_ROOT / "tests" / "fixtures" / "kernelbench" / "level1"
+PROBLEM_DIRS = (REPO_ROOT / "examples" / "problems", REPO_ROOT / "tests" / "fixtures" / "problems", KERNELBENCH_DIR)
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,11 @@ class SnippetCase:
     glue: Path
 
     @property
+    def at_kernelbench_size(self) -> bool:
+        """Whether the problem is KernelBench's own (its full size: the GPU test times it against PyTorch)."""
+        return self.problem.parent == KERNELBENCH_DIR
+
+    @property
     def id(self) -> str:
         return f"{self.snippet}/{self.problem.stem}"
 
@@ -35,7 +42,7 @@ class SnippetCase:
 
 
 def _problem_named(stem: str) -> Path:
-    """examples/problems/STEM.py, else tests/fixtures/problems/STEM.py."""
+    """The first PROBLEM_DIRS entry holding STEM.py."""
     for directory in PROBLEM_DIRS:
         if (directory / f"{stem}.py").is_file():
             return directory / f"{stem}.py"
