@@ -229,6 +229,37 @@ def test_model_new_calls_the_kernel_with_the_inputs_then_the_state_dict_tensors_
     assert [id(t) for t in given_params] == [id(linear.weight), id(linear.bias)]
 
 
+def test_model_new_under_no_grad_calls_the_binding_without_the_ops_dispatch(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package, stand_in = _with_stand_in(capsys, tmp_path, GEMM)
+    new, inputs = _model_and_inputs(GEMM, package.ModelNew)
+    stand_in.reference = lambda tensors: package.Model.forward(new, *tensors)
+    monkeypatch.setattr(package, "kernel_op", lambda *args: pytest.fail("the op's dispatch was taken"))
+    with torch.no_grad():
+        assert torch.equal(new(*inputs), package.Model.forward(new, *inputs))
+    assert len(stand_in.calls) == 1
+
+
+def test_model_new_refuses_a_wrong_shape_on_its_direct_path_too(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    package, _ = _with_stand_in(capsys, tmp_path, SOFTMAX)
+    new, _ = _model_and_inputs(SOFTMAX, package.ModelNew)
+    with torch.no_grad(), pytest.raises(ValueError, match=r"input 'x': expected shape \(4096, 8192\), got \(4, 8\)"):
+        new(torch.randn(4, 8))
+
+
+def test_model_new_whose_parameters_need_grad_goes_through_the_op(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package, stand_in = _with_stand_in(capsys, tmp_path, GEMM)
+    new, inputs = _model_and_inputs(GEMM, package.ModelNew)
+    stand_in.reference = lambda tensors: package.Model.forward(new, *tensors)
+    through_op: list[bool] = []
+    op = package.kernel_op
+    monkeypatch.setattr(package, "kernel_op", lambda *args: through_op.append(True) or op(*args))
+    new(*inputs)
+    assert through_op == [True]
+
+
 def test_model_new_returns_a_tuple_where_the_model_does_and_checks_the_non_tensor_arguments(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     case = ExportCase(KERNELBENCH.parent / "problems" / "mixed_arguments.py", EXAMPLE_CASES[0].kernel)

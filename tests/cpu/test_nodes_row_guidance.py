@@ -21,6 +21,8 @@ from kernelblaster.nodes.kernels import CudaAnswer
 
 REPO = Path(__file__).resolve().parents[2]
 KERNELBENCH = REPO / "tests" / "fixtures" / "kernelbench" / "level1"
+# KernelBench level1/40 (a copy kept beside the fixture problems: the fixture KernelBench is a five-problem suite)
+LAYER_NORM = REPO / "tests" / "fixtures" / "problems" / "layer_norm_kernelbench_40.py"
 
 
 def _facts(*rows: ReducedRows, clusters: bool = True) -> RunFacts:
@@ -109,7 +111,7 @@ def test_kernelbench_softmaxs_first_kernel_prompt_shows_its_long_rows_and_a_clus
 
 def test_kernelbench_layernorms_first_kernel_prompt_shows_its_few_rows_spread_over_the_gpu(
         prompt_sizes: ModuleType) -> None:
-    prompt = _first_kernel_prompt(prompt_sizes, KERNELBENCH / "40_LayerNorm.py")
+    prompt = _first_kernel_prompt(prompt_sizes, LAYER_NORM)
     assert "- `native_layer_norm` of [16, 64, 256, 256] over dims 1, 2, 3: 16 rows of 4,194,304 elements" in prompt
     assert "Few rows: one block per row leaves most SMs idle; spread each row over about 17 blocks" in prompt
 
