@@ -1,6 +1,7 @@
-"""Benchmark: one kernel timed three ways, side by side: by the harness (`kernelblaster eval`'s timing: the
+"""Benchmark: one kernel timed five ways, side by side: by the harness (`kernelblaster eval`'s timing: the
 driver calls kb_forward), as the exported PyTorch op (`kernelblaster export --format torch`: the custom op
-called from Python), and as the exported KernelBench file's ModelNew (`--format kernelbench`: load_inline).
+called from Python; and its ModelNew, as a user calls it for inference), and as the exported KernelBench file's
+ModelNew (`--format kernelbench`: load_inline).
 
 The op and the file are timed by `harness.timing.time_torch_calls`, the harness's method for PyTorch code
 (warm-up, an L2 flush and CUDA events around every call, rotating over two input sets; median, IQR and CV),
@@ -81,6 +82,18 @@ def op_stats(package: ModuleType, problem: Path) -> tuple[TimingStats, TimingSta
     return time_torch_calls(ops, 0), time_torch_calls(bindings, 0)
 
 
+def model_new_stats(package: ModuleType, problem: Path) -> TimingStats:
+    """The drop-in's times, as a user calls it for inference: ModelNew under torch.no_grad(), as
+    `time_torch_calls` calls everything (its direct path to the binding, with the package's checks)."""
+    calls: list[Callable[[], Any]] = []
+    for instance in _instances(problem):
+        with torch.device("cuda"):
+            model = package.ModelNew(*instance.init_args)
+        model.load_state_dict(instance.initial_state)
+        calls.append(functools.partial(model, *instance.args))
+    return time_torch_calls(calls, 0)
+
+
 def kernelbench_stats(kernel_file: Path, problem: Path, extensions: Path) -> TimingStats:
     os.environ["TORCH_EXTENSIONS_DIR"] = str(extensions)
     spec = importlib.util.spec_from_file_location(f"kernelbench_{kernel_file.stem}", kernel_file)
@@ -121,20 +134,21 @@ def main() -> None:
     arch = detect_arch(0)
     print(f"GPU: {torch.cuda.get_device_name(0)} ({arch}); torch {torch.__version__}; median ms ± half the IQR, "
           "CV; ratios are over the harness's median")
-    print(f"{'problem':26} {'harness (kb_forward)':>30} {'exported op':>30} {'binding alone':>30} "
-          f"{'KernelBench file':>30} {'op/h':>6} {'bind/h':>6} {'file/h':>6}")
+    print(f"{'problem':26} {'harness (kb_forward)':>30} {'exported op':>30} {'ModelNew, no_grad':>30} "
+          f"{'binding alone':>30} {'KernelBench file':>30} {'op/h':>6} {'new/h':>6} {'bind/h':>6} {'file/h':>6}")
     for number, (problem, candidate) in enumerate(cases):
         harness, verdict = harness_stats(problem, candidate, work / "cache")
         kernel = prepare_export(problem, candidate, arch=arch, precision="strict")
         package = _import_package(export_torch(kernel, work / f"timing_export_{number}")[0].parent)
         package.build()
         op, binding = op_stats(package, problem)
+        model_new = model_new_stats(package, problem)
         kernel_file = export_kernelbench(kernel, work / f"{problem.stem}_kernel.py")
         (work / "extensions").mkdir(exist_ok=True)
         file = kernelbench_stats(kernel_file, problem, work / "extensions")
-        print(f"{problem.stem[:26]:26} {_cell(harness):>30} {_cell(op):>30} {_cell(binding):>30} {_cell(file):>30} "
-              f"{op.median_ms / harness.median_ms:6.3f} {binding.median_ms / harness.median_ms:6.3f} "
-              f"{file.median_ms / harness.median_ms:6.3f}"
+        ratios = " ".join(f"{stats.median_ms / harness.median_ms:6.3f}" for stats in (op, model_new, binding, file))
+        print(f"{problem.stem[:26]:26} {_cell(harness):>30} {_cell(op):>30} {_cell(model_new):>30} "
+              f"{_cell(binding):>30} {_cell(file):>30} {ratios}"
               + ("" if verdict == "ok" else f"  (harness verdict: {verdict})"))
         torch.cuda.empty_cache()
 
