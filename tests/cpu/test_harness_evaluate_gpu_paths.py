@@ -5,6 +5,7 @@ background references of an evaluation end with it."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -35,6 +36,14 @@ class CpuReferences(ReferenceCache):
 
     def _compute(self, seed: int, special: tuple[str, Callable[[torch.Tensor], object]] | None) -> ReferenceCase:
         return compute_case(instantiate(self.problem, seed, "cpu"), special, self.float64)
+
+
+@pytest.fixture(autouse=True)
+def collected() -> Iterator[None]:
+    """The evaluators and references a test made are collected after it (they sit in reference cycles): a later
+    test that counts the live tensors of the same problem must not find them."""
+    yield
+    gc.collect()
 
 
 def on_gpu_zero(tmp_path: Path, float64: bool = False) -> tuple[CandidateEvaluator, CpuReferences]:
