@@ -194,12 +194,20 @@ class CandidateEvaluator:
             return self._conclude(CandidateBuild(label, source, refused, None), Findings.of_build(refused))
         background = StageClock()
         warming = self._warm_references_in_background(background)
-        built = self.build(source, label)
+        try:
+            built = self.build(source, label)
+        except BaseException:  # no thread of this evaluation outlives it (its torch seeding is process-wide)
+            if warming:
+                warming.stop_and_join()
+            raise
         if warming:
-            if not built.ok:  # nothing will run: the case being computed finishes, no other begins
-                warming.stop.set()
-            warming.thread.join()
+            if built.ok:
+                warming.thread.join()
+            else:  # nothing will run: the case being computed finishes, no other begins
+                warming.stop_and_join()
         if not built.ok:
+            if warming:  # the float64 seconds it spent are this evaluation's, not the next one's `conditioning`
+                self.references.take_float64_seconds()
             assert built.result is not None
             return built.result
         findings = Findings.of_build(built.build)
@@ -420,8 +428,10 @@ class CandidateEvaluator:
             self.roofline_floor()
         gpu = self._require_gpu()
         if self.plan.references == "cached":
+            # Every kept case, the strict-only ones too, is computed before the candidate's process holds any
+            # memory and the reserve is taken: one computed later would be kept out of the reserve.
             with findings.stages.timing("references"):
-                self.references.warm()  # computed before the candidate's process holds any memory
+                self.references.warm(self.options.precision == "strict")
         # Left free beside the candidate's allowance: the null candidate's driver (its batches run beside the
         # trusted batches).
         leave = candidate_allowance_bytes(self.plan) + null_driver_bytes(self.plan)
@@ -644,6 +654,10 @@ class _Warming:
 
     thread: threading.Thread
     stop: threading.Event
+
+    def stop_and_join(self) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 def _warm_quietly(references: ReferenceCache, strict: bool, stop: threading.Event, clock: StageClock) -> None:

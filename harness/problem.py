@@ -193,19 +193,33 @@ def _execute_module(path: Path, sha256: str) -> ModuleType:
     return module
 
 
+# torch's default generators are process-wide (`manual_seed` reseeds the CPU's and every GPU's), and threads
+# materialise problems at once: the background references while the candidate compiles, the GPU pool's workers on
+# their GPUs. Unserialised, one thread's seeding lands in another's draws, and an instance made again under its
+# seed (a timing set's reference, after the set was filled) no longer matches what was made first.
+_SEEDING = threading.RLock()
+
+
+@contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """torch's generators seeded with `seed` for the block, which no other thread materialising a problem
+    reseeds or draws from meanwhile. Taken inside `problem_code`: a wait for it is bounded like the step."""
+    with _SEEDING:
+        torch.manual_seed(seed)
+        yield
+
+
 def make_inputs(problem: Problem, seed: int, device: torch.device | str) -> list[Any]:
     """Forward arguments under `seed` without building the model (their values differ from `instantiate`'s,
     whose model draws from the generator first): inputs to time with, at no cost in parameters."""
-    torch.manual_seed(seed)
-    with problem_code(problem.path, "get_inputs()"), torch.device(device):
+    with problem_code(problem.path, "get_inputs()"), _seeded(seed), torch.device(device):
         inputs = problem.get_inputs()
     return [a.to(device) if isinstance(a, torch.Tensor) else a for a in inputs]
 
 
 def instantiate(problem: Problem, seed: int, device: torch.device | str) -> ProblemInstance:
     """Build the model and its inputs under `seed`, created on `device` (never staged through the CPU)."""
-    torch.manual_seed(seed)
-    with problem_code(problem.path, "building the model or its inputs"), torch.device(device):
+    with problem_code(problem.path, "building the model or its inputs"), _seeded(seed), torch.device(device):
         init_args = list(problem.get_init_inputs())
         model = problem.model_class(*init_args)
         inputs = problem.get_inputs()
