@@ -11,8 +11,9 @@ allclose with atol = rtol = 1e-2, so a speedup can stand beside published Kernel
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import torch
 from pydantic import BaseModel
@@ -73,18 +74,71 @@ _TF32_FLAGS: dict[PrecisionPolicy, tuple[bool, bool]] = {
 }
 
 
+class _SharedFlags:
+    """PyTorch's TF32 flags are process-wide, and the threads of one process (one per GPU of a run; the
+    references computed in the background) each need their own while they compute: a strict reference
+    computed while another thread's TF32 baseline or peak measurement had the flags on would fail honest
+    kernels. Regions that want the same flags run together; one that wants others waits until none is left
+    (and, waiting, keeps new ones of the old flags out). A thread that enters a region of other flags from
+    inside one would wait for itself: that is a programming error, raised."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._flags: tuple[bool, bool] | None = None
+        self._saved = (False, False)
+        self._depth: dict[int, int] = {}  # thread -> how deep in regions it is
+        self._waiting = 0  # threads waiting for other flags than the current ones
+
+    @contextmanager
+    def held(self, flags: tuple[bool, bool]) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._changed:
+            self._enter(me, flags)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._leave(me)
+
+    def _enter(self, me: int, flags: tuple[bool, bool]) -> None:
+        if me in self._depth:
+            if flags != self._flags:
+                raise RuntimeError(f"a region of TF32 flags {flags} inside one of {self._flags} in the same thread")
+        else:
+            other = self._flags is not None and flags != self._flags
+            self._waiting += other
+            self._changed.wait_for(lambda: not self._depth or (flags == self._flags and not self._waiting))
+            self._waiting -= other
+        if not self._depth:
+            self._saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+            self._flags = flags
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+        self._depth[me] = self._depth.get(me, 0) + 1
+
+    def _leave(self, me: int) -> None:
+        self._depth[me] -= 1
+        if not self._depth[me]:
+            del self._depth[me]
+        if not self._depth:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self._saved
+            self._flags = None
+            self._changed.notify_all()
+
+
+_FLAGS = _SharedFlags()
+
+
+def tf32_flags(matmul: bool, cudnn: bool) -> AbstractContextManager[None]:
+    """A region in which PyTorch's (matmul, cuDNN) TF32 flags are these, whatever other threads want."""
+    return _FLAGS.held((matmul, cudnn))
+
+
 @contextmanager
 def torch_precision(policy: PrecisionPolicy) -> Iterator[None]:
     """Run PyTorch with exactly the freedom the candidate was given, then restore the global flags."""
-    matmul_flag = torch.backends.cuda.matmul.allow_tf32
-    cudnn_flag = torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = _TF32_FLAGS[policy]
-    try:
+    with tf32_flags(*_TF32_FLAGS[policy]):
         if policy == "fp16":
             with torch.autocast("cuda", dtype=torch.float16):
                 yield
         else:
             yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = matmul_flag
-        torch.backends.cudnn.allow_tf32 = cudnn_flag

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from pydantic import BaseModel
 
-from kernelblaster.harness.precision import PrecisionPolicy
+from kernelblaster.harness.precision import PrecisionPolicy, tf32_flags
 from kernelblaster.harness.result import CheckResult, Roofline
 from kernelblaster.harness.spec import ProblemSpec
 from kernelblaster.tools.files import cached_measurement
@@ -79,14 +79,10 @@ def _copy_bandwidth_gbs() -> float:
 
 
 def _matmul_tflops(dtype: torch.dtype, allow_tf32: bool) -> float:
-    previous = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-    try:
+    with tf32_flags(allow_tf32, False):
         a = torch.randn(_MATMUL_SIZE, _MATMUL_SIZE, device="cuda", dtype=dtype)
         b = torch.randn(_MATMUL_SIZE, _MATMUL_SIZE, device="cuda", dtype=dtype)
         milliseconds = _median_ms(lambda: a @ b)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = previous
     return 2 * _MATMUL_SIZE**3 / milliseconds / 1e9
 
 

@@ -6,6 +6,8 @@ inputs rounded (or truncated, as some tensor-core paths do) to TF32, products su
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -114,3 +116,45 @@ def test_torch_precision_restores_the_flags_after_an_exception(restore_tf32_flag
     with pytest.raises(RuntimeError, match="inside"), torch_precision("tf32"):
         raise RuntimeError("inside")
     assert tf32_flags() == (False, True)
+
+
+def test_two_threads_in_regions_of_the_same_flags_run_together(restore_tf32_flags: None) -> None:
+    inside = threading.Barrier(2, timeout=5)  # both must be inside at once, or the barrier breaks
+
+    def region() -> None:
+        with torch_precision("strict"):
+            inside.wait()
+
+    threads = [threading.Thread(target=region) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not inside.broken
+
+
+def test_a_region_of_other_flags_waits_until_the_others_end_and_each_sees_its_own(restore_tf32_flags: None) -> None:
+    seen: list[tuple[str, tuple[bool, bool]]] = []
+    strict_entered, tf32_started = threading.Event(), threading.Event()
+
+    def other() -> None:
+        tf32_started.set()
+        with torch_precision("tf32"):
+            seen.append(("tf32", tf32_flags()))
+
+    with torch_precision("strict"):
+        strict_entered.set()
+        waiter = threading.Thread(target=other)
+        waiter.start()
+        tf32_started.wait(5)
+        time.sleep(0.2)  # time enough for the other thread to have changed the flags, were it let in
+        seen.append(("strict", tf32_flags()))
+    waiter.join(timeout=10)
+    assert seen == [("strict", (False, False)), ("tf32", (True, True))]
+
+
+def test_a_region_of_other_flags_inside_one_in_the_same_thread_is_an_error(restore_tf32_flags: None) -> None:
+    with torch_precision("strict"), pytest.raises(RuntimeError, match="inside one of"), torch_precision("tf32"):
+        pass
+    with torch_precision("strict"), torch_precision("strict"):
+        assert tf32_flags() == (False, False)
