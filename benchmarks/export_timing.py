@@ -82,31 +82,27 @@ def op_stats(package: ModuleType, problem: Path) -> tuple[TimingStats, TimingSta
     return time_torch_calls(ops, 0), time_torch_calls(bindings, 0)
 
 
-def model_new_stats(package: ModuleType, problem: Path) -> TimingStats:
-    """The drop-in's times, as a user calls it for inference: ModelNew under torch.no_grad(), as
-    `time_torch_calls` calls everything (its direct path to the binding, with the package's checks)."""
+def model_new_stats(model_class: type[torch.nn.Module], problem: Path) -> TimingStats:
+    """A drop-in's times, as a user calls it for inference: its ModelNew under torch.no_grad(), as
+    `time_torch_calls` calls everything (the package's ModelNew takes its direct path to the binding)."""
     calls: list[Callable[[], Any]] = []
     for instance in _instances(problem):
         with torch.device("cuda"):
-            model = package.ModelNew(*instance.init_args)
+            model = model_class(*instance.init_args)
         model.load_state_dict(instance.initial_state)
         calls.append(functools.partial(model, *instance.args))
     return time_torch_calls(calls, 0)
 
 
-def kernelbench_stats(kernel_file: Path, problem: Path, extensions: Path) -> TimingStats:
+def kernelbench_model(kernel_file: Path, extensions: Path) -> type[torch.nn.Module]:
+    """The KernelBench file's ModelNew (importing the file builds its kernel through load_inline)."""
     os.environ["TORCH_EXTENSIONS_DIR"] = str(extensions)
     spec = importlib.util.spec_from_file_location(f"kernelbench_{kernel_file.stem}", kernel_file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    calls: list[Callable[[], Any]] = []
-    for instance in _instances(problem):
-        with torch.device("cuda"):
-            model = module.ModelNew(*instance.init_args)
-        model.load_state_dict(instance.initial_state)
-        calls.append(functools.partial(model, *instance.args))
-    return time_torch_calls(calls, 0)
+    model_class: type[torch.nn.Module] = module.ModelNew
+    return model_class
 
 
 def _cell(stats: TimingStats) -> str:
@@ -142,10 +138,10 @@ def main() -> None:
         package = _import_package(export_torch(kernel, work / f"timing_export_{number}")[0].parent)
         package.build()
         op, binding = op_stats(package, problem)
-        model_new = model_new_stats(package, problem)
+        model_new = model_new_stats(package.ModelNew, problem)
         kernel_file = export_kernelbench(kernel, work / f"{problem.stem}_kernel.py")
         (work / "extensions").mkdir(exist_ok=True)
-        file = kernelbench_stats(kernel_file, problem, work / "extensions")
+        file = model_new_stats(kernelbench_model(kernel_file, work / "extensions"), problem)
         ratios = " ".join(f"{stats.median_ms / harness.median_ms:6.3f}" for stats in (op, model_new, binding, file))
         print(f"{problem.stem[:26]:26} {_cell(harness):>30} {_cell(op):>30} {_cell(model_new):>30} "
               f"{_cell(binding):>30} {_cell(file):>30} {ratios}"

@@ -1,9 +1,12 @@
-"""Fixtures shared by the CPU tests: the shipped seed KB, the recorded stand-in for the GPU harness, and a fresh
-working directory for the command line."""
+"""Fixtures shared by the CPU tests: the shipped seed KB, the recorded stand-in for the GPU harness, a fresh
+working directory for the command line, and benchmarks/prompt_sizes.py as a module."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
@@ -38,3 +41,15 @@ def fresh_cli_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture(scope="module")
+def prompt_sizes() -> ModuleType:
+    """benchmarks/prompt_sizes.py (the prompts of any problem, rendered on CPU), imported as a module."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "prompt_sizes.py"
+    spec = importlib.util.spec_from_file_location("prompt_sizes", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["prompt_sizes"] = module
+    spec.loader.exec_module(module)
+    return module

@@ -5,12 +5,9 @@ rows a warp each, strided rows read along their inner dimension. Problems withou
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
-import pytest
 from fixtures.graph.recorded_evaluator import GPU_FACTS, ROOFLINE, EvaluationLog
 from fixtures.graph.scenario import chat_models, initial_kernel, kernel, run_graph, services_for, small_context
 
@@ -85,16 +82,6 @@ def test_a_problem_without_rows_or_without_facts_has_no_rows_section() -> None:
 def test_more_reductions_than_are_shown_are_counted() -> None:
     section = rows_section(_facts(*(_rows((64, 2 ** k), (1,)) for k in range(4, 10))))
     assert section.count("\n- `sum`") == 4 and "- and 2 more reductions" in section
-
-
-@pytest.fixture(scope="module")
-def prompt_sizes() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("prompt_sizes", REPO / "benchmarks" / "prompt_sizes.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["prompt_sizes"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _first_kernel_prompt(prompt_sizes: ModuleType, problem: Path) -> str:

@@ -3,8 +3,6 @@ stays within its token budget, and a written prompt says it is a CPU rendering o
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -13,16 +11,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 KERNELBENCH = REPO.parent / "shared" / "kernelbench"
 PROBLEM = KERNELBENCH / "level2" / "12_Gemm_Multiply_LeakyReLU.py"
-
-
-@pytest.fixture(scope="module")
-def prompt_sizes() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("prompt_sizes", REPO / "benchmarks" / "prompt_sizes.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["prompt_sizes"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.skipif(not PROBLEM.is_file(), reason="KernelBench is not at ../shared/kernelbench")
