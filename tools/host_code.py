@@ -10,6 +10,13 @@ looked for, after the preprocessor, in the lines that come from the candidate's 
 and, in the assembly output, every inline asm block the compiler marked with its source position (an asm
 statement inside a function, also one a system header's macro put into the candidate's code).
 Device code never reaches the host compiler (nvcc compiles it separately), so device `asm` is not seen.
+
+The assembly output also shows what the two pieces of load-time code the object check lets through really do
+(`load_time_calls`): nvcc's registration constructor and <iostream>'s initialiser. Candidate code can reach
+into both without a relocation the object would show (a `__device__` variable whose type overloads unary `&`,
+which the registration calls; a global object whose constructor calls a static function of the same section),
+so every function they call and every symbol the initialiser names is held to an allowlist here, by name, as
+the compiler wrote it (x86-64 assembly; on other machines the object check stands alone).
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ _PLAIN_ATTRIBUTE_TEXT = re.compile(r"[\w.$@,=+\- ]*")
 # In the assembly: an asm statement's text between its position marker and the marker back to the compiler.
 _ASSEMBLY_BLOCK = re.compile(r'^# (?P<line>\d+) "(?P<file>[^"]*)" 1\n(?P<body>.*?)^# \d+ "[^"]*" 2$',
                              re.MULTILINE | re.DOTALL)
+
+
+LOAD_TIME_FILE = "<load time>"  # the `file` of a finding that is load-time code, not inline assembly
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,7 @@ def inline_assembly(preprocessed: str, assembly: str, candidate_file: Callable[[
         text = _one_line(match["body"])
         if text:
             found.append(Finding(match["file"], int(match["line"]), text))
+    found += [Finding(LOAD_TIME_FILE, 0, text) for text in load_time_calls(assembly)]
     return list(dict.fromkeys(found))
 
 
@@ -185,3 +196,121 @@ def _after_declarator(code: str, offset: int) -> bool:
         return True
     word = _LAST_WORD.search(stripped)
     return word is not None and word.group() not in _NOT_DECLARATORS and not word.group()[0].isdigit()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Load-time code the object check lets through, as the compiler wrote it
+# ---------------------------------------------------------------------------------------------------
+# nvcc's registration constructor, the functions of its header it calls, and what they may call: the runtime's
+# registration entry points and atexit (once: the unregistration nvcc itself registers).
+_NVCC_CONSTRUCTORS = frozenset({"_ZL24__sti____cudaRegisterAllv", "__sti____cudaRegisterAll"})
+_NVCC_HELPERS = frozenset({"_ZL31__nv_cudaEntityRegisterCallbackPPv", "_ZL22____nv_dummy_param_refPv",
+                           "_ZL32__nv_init_managed_rt_with_modulePPv"})
+_NVCC_CALLS = frozenset({"__cudaRegisterFatBinary", "__cudaRegisterFatBinaryEnd", "__cudaRegisterFunction",
+                         "__cudaRegisterVar", "__cudaRegisterManagedVar", "__cudaRegisterTexture",
+                         "__cudaRegisterSurface", "__cudaInitModule", "atexit"})
+# <iostream>'s initialiser (before GCC 13): it constructs std::ios_base::Init and registers its destructor, and
+# names nothing else. Any function the compiler named as a translation unit's initialiser is held to it: the
+# object check lets such a function through only when its relocations are these.
+_INITIALISER_PREFIX = "_GLOBAL__sub_I_"
+_IOSTREAM_CALLS = frozenset({"_ZNSt8ios_base4InitC1Ev", "__cxa_atexit"})
+_IOSTREAM_NAMES = _IOSTREAM_CALLS | {"_ZStL8__ioinit", "_ZNSt8ios_base4InitD1Ev", "__dso_handle"}
+_REGISTER_ONCE = frozenset({"atexit", "__cxa_atexit"})  # registering more than the toolchain's own is exit-time code
+
+_LABEL = re.compile(r"^(?P<name>[A-Za-z_.$][\w.$@]*):\s*$")
+_SIZE = re.compile(r"^\s*\.size\s+(?P<name>[^,\s]+)\s*,")
+_SET = re.compile(r"^\s*\.(?:set|equiv|equ)\s+(?P<name>[^,\s]+)\s*,\s*(?P<target>[^\s]+)\s*$")
+_INSTRUCTION = re.compile(r"^\s+(?P<op>[a-z][a-z0-9]*)\b\s*(?P<args>.*)$")
+_OPERAND_SYMBOL = re.compile(r"(?<![%\w.$])(?P<name>[A-Za-z_.][\w.$]*)(?:@\w+)?")
+_PREFIXES = frozenset({"rep", "repe", "repz", "repne", "repnz", "lock", "notrack", "bnd", "data16"})
+_X86_REGISTER = re.compile(r"%[re]?(?:ax|bx|cx|dx|si|di|sp|bp|ip)\b|%r\d+")
+
+
+def load_time_calls(assembly: str) -> list[str]:
+    """What nvcc's registration constructor and any translation-unit initialiser (`_GLOBAL__sub_I_...`) do
+    beyond their own job, one line each: a call of anything but their allowlisted functions, an indirect call
+    or jump, atexit or __cxa_atexit more than once, and, in an initialiser, any symbol but <iostream>'s. Empty
+    for assembly that is not x86-64 (its syntax is not read here)."""
+    if not _X86_REGISTER.search(assembly):
+        return []
+    bodies, aliases = _function_bodies(assembly)
+    problems: list[str] = []
+    for name in bodies.keys() | aliases.keys():
+        if name in _NVCC_CONSTRUCTORS:
+            problems += _misdeeds(name, bodies, aliases, calls=_NVCC_CALLS, helpers=_NVCC_HELPERS, names=None)
+        elif name.startswith(_INITIALISER_PREFIX) and not name.endswith(".cold"):
+            problems += _misdeeds(name, bodies, aliases, calls=_IOSTREAM_CALLS, helpers=frozenset(),
+                                  names=_IOSTREAM_NAMES)
+    return list(dict.fromkeys(problems))
+
+
+def _function_bodies(assembly: str) -> tuple[dict[str, list[tuple[str, str]]], dict[str, str]]:
+    """Each label's instructions (mnemonic, operands) up to its `.size` or the next label that is not local
+    (`.L`), and the aliases `.set` makes."""
+    bodies: dict[str, list[tuple[str, str]]] = {}
+    aliases: dict[str, str] = {}
+    current: list[tuple[str, str]] | None = None
+    for line in assembly.splitlines():
+        label = _LABEL.match(line)
+        if label:
+            if not label["name"].startswith(".L"):
+                current = bodies.setdefault(label["name"], [])
+            continue
+        alias = _SET.match(line)
+        if alias:
+            aliases[alias["name"]] = alias["target"]
+            continue
+        if _SIZE.match(line):
+            current = None
+            continue
+        instruction = _INSTRUCTION.match(line)
+        if instruction and current is not None:
+            op, args = instruction["op"], instruction["args"].split("#", 1)[0].strip()
+            while op in _PREFIXES and args:  # `notrack jmp *%rax`, `rep stosq`: the instruction is what follows
+                op, _, args = args.partition(" ")
+                op, args = op.strip(), args.strip()
+            current.append((op, args))
+    return bodies, aliases
+
+
+def _misdeeds(root: str, bodies: dict[str, list[tuple[str, str]]], aliases: dict[str, str], *,
+              calls: frozenset[str], helpers: frozenset[str], names: frozenset[str] | None) -> list[str]:
+    """What the code reachable from `root` (through `helpers` and its cold parts) does that it may not: calls
+    outside `calls`, indirect control transfers, registrations at exit beyond one of each, symbols outside
+    `names` (when given)."""
+    problems: list[str] = []
+    who = "nvcc's kernel registration" if root in _NVCC_CONSTRUCTORS else "the initialiser of global objects"
+    registered: dict[str, int] = {}
+    seen: set[str] = set()
+    pending = [root]
+    while pending:
+        name = pending.pop()
+        while name in aliases and name not in bodies:
+            name = aliases[name]
+        if name in seen:
+            continue
+        seen.add(name)
+        if name not in bodies:
+            problems.append(f"{who} runs {name}, whose code the assembly does not show")
+            continue
+        for op, args in bodies[name]:
+            transfer = op.startswith("j") or op.startswith("call")
+            if transfer and args.startswith("*"):
+                problems.append(f"{who} calls through a pointer ({op} {args})")
+                continue
+            for match in _OPERAND_SYMBOL.finditer(args):
+                symbol = match["name"]
+                if symbol.startswith(".L"):
+                    continue
+                if transfer:
+                    if symbol in helpers or symbol.startswith(tuple(f"{s}.cold" for s in seen)):
+                        pending.append(symbol)
+                    elif symbol in calls:
+                        registered[symbol] = registered.get(symbol, 0) + 1
+                    else:
+                        problems.append(f"{who} calls {symbol}")
+                elif names is not None and symbol not in names:
+                    problems.append(f"{who} uses {symbol}")
+    problems += [f"{who} registers {count} functions with {symbol}" for symbol, count in sorted(registered.items())
+                 if symbol in _REGISTER_ONCE and count > 1]
+    return problems
