@@ -201,116 +201,182 @@ def _after_declarator(code: str, offset: int) -> bool:
 # ---------------------------------------------------------------------------------------------------
 # Load-time code the object check lets through, as the compiler wrote it
 # ---------------------------------------------------------------------------------------------------
-# nvcc's registration constructor, the functions of its header it calls, and what they may call: the runtime's
-# registration entry points and atexit (once: the unregistration nvcc itself registers).
+@dataclass(frozen=True)
+class _Policy:
+    """What the code of one kind of toolchain function may do: the imports it may call (never a definition of
+    the candidate's under their names), the functions it may run and what they may do in turn (`follows`),
+    the symbols it may name at all (`names`, None: any data, and functions held to `operand_policy`), and the
+    registrations at exit it may make (one each)."""
+
+    what: str
+    calls: frozenset[str]
+    follows: Callable[[str], bool]
+    names: frozenset[str] | None = None
+    operand_policy: str = "launcher"
+
+
 _NVCC_CONSTRUCTORS = frozenset({"_ZL24__sti____cudaRegisterAllv", "__sti____cudaRegisterAll"})
+# The functions of nvcc's header the registration runs or hands to atexit.
 _NVCC_HELPERS = frozenset({"_ZL31__nv_cudaEntityRegisterCallbackPPv", "_ZL22____nv_dummy_param_refPv",
-                           "_ZL32__nv_init_managed_rt_with_modulePPv"})
-_NVCC_CALLS = frozenset({"__cudaRegisterFatBinary", "__cudaRegisterFatBinaryEnd", "__cudaRegisterFunction",
-                         "__cudaRegisterVar", "__cudaRegisterManagedVar", "__cudaRegisterTexture",
-                         "__cudaRegisterSurface", "__cudaInitModule", "atexit"})
-# <iostream>'s initialiser (before GCC 13): it constructs std::ios_base::Init and registers its destructor, and
-# names nothing else. Any function the compiler named as a translation unit's initialiser is held to it: the
-# object check lets such a function through only when its relocations are these.
+                           "_ZL32__nv_init_managed_rt_with_modulePPv", "_ZL26__cudaUnregisterBinaryUtilv"})
 _INITIALISER_PREFIX = "_GLOBAL__sub_I_"
-_IOSTREAM_CALLS = frozenset({"_ZNSt8ios_base4InitC1Ev", "__cxa_atexit"})
-_IOSTREAM_NAMES = _IOSTREAM_CALLS | {"_ZStL8__ioinit", "_ZNSt8ios_base4InitD1Ev", "__dso_handle"}
 _REGISTER_ONCE = frozenset({"atexit", "__cxa_atexit"})  # registering more than the toolchain's own is exit-time code
+_POLICIES = {
+    # nvcc's registration: the runtime's registration calls and atexit; it names the kernels' host functions
+    # (registered, never called), which must be what nvcc makes them: launchers.
+    "registration": _Policy(
+        "nvcc's kernel registration",
+        frozenset({"__cudaRegisterFatBinary", "__cudaRegisterFatBinaryEnd", "__cudaUnregisterFatBinary",
+                   "__cudaRegisterFunction", "__cudaRegisterVar", "__cudaRegisterManagedVar", "__cudaRegisterTexture",
+                   "__cudaRegisterSurface", "__cudaInitModule", "atexit"}),
+        _NVCC_HELPERS.__contains__),
+    # A kernel's host function (nvcc's launch stub, inlined or not): pops the launch configuration and launches.
+    "launcher": _Policy(
+        "a kernel's launch stub named by nvcc's kernel registration",
+        frozenset({"__cudaPopCallConfiguration", "__cudaGetKernel", "__cudaLaunchKernel", "__cudaLaunchKernel_helper",
+                   "cudaLaunchKernel", "__cxa_guard_acquire", "__cxa_guard_release", "__cxa_guard_abort",
+                   "_Unwind_Resume"}),
+        lambda name: "__device_stub__" in name),
+    # <iostream>'s initialiser before GCC 13 constructs std::ios_base::Init, registers its destructor and names
+    # nothing else. Every function the compiler named as a translation unit's initialiser is held to it: the
+    # object check lets one through only when its relocations are these.
+    "initialiser": _Policy(
+        "the initialiser of global objects",
+        frozenset({"_ZNSt8ios_base4InitC1Ev", "__cxa_atexit"}),
+        lambda name: False,
+        frozenset({"_ZNSt8ios_base4InitC1Ev", "__cxa_atexit", "_ZStL8__ioinit", "_ZNSt8ios_base4InitD1Ev",
+                   "__dso_handle"})),
+}
 
 _LABEL = re.compile(r"^(?P<name>[A-Za-z_.$][\w.$@]*):\s*$")
 _SIZE = re.compile(r"^\s*\.size\s+(?P<name>[^,\s]+)\s*,")
 _SET = re.compile(r"^\s*\.(?:set|equiv|equ)\s+(?P<name>[^,\s]+)\s*,\s*(?P<target>[^\s]+)\s*$")
+_FUNCTION_TYPE = re.compile(r"^\s*\.type\s+(?P<name>[^,\s]+)\s*,\s*[@%](?:function|gnu_indirect_function)\s*$")
+_COMMON = re.compile(r"^\s*\.(?:comm|lcomm)\s+(?P<name>[^,\s]+)\s*,")
 _INSTRUCTION = re.compile(r"^\s+(?P<op>[a-z][a-z0-9]*)\b\s*(?P<args>.*)$")
 _OPERAND_SYMBOL = re.compile(r"(?<![%\w.$])(?P<name>[A-Za-z_.][\w.$]*)(?:@\w+)?")
 _PREFIXES = frozenset({"rep", "repe", "repz", "repne", "repnz", "lock", "notrack", "bnd", "data16"})
 _X86_REGISTER = re.compile(r"%[re]?(?:ax|bx|cx|dx|si|di|sp|bp|ip)\b|%r\d+")
 
 
+@dataclass
+class _Assembly:
+    """The functions of an assembly file: each label's instructions (mnemonic, operands) up to its `.size` or
+    the next label that is not local (`.L`), the aliases `.set` makes, and the labels typed as functions."""
+
+    bodies: dict[str, list[tuple[str, str]]]
+    aliases: dict[str, str]
+    functions: set[str]
+    common: set[str]  # data defined by `.comm` or `.lcomm` (zero-initialised, no label)
+
+    def resolve(self, name: str) -> str:
+        for _ in range(len(self.aliases) + 1):
+            if name in self.bodies or name not in self.aliases:
+                break
+            name = self.aliases[name]
+        return name
+
+    def defines(self, name: str) -> bool:
+        return name in self.bodies or name in self.aliases or name in self.common
+
+
 def load_time_calls(assembly: str) -> list[str]:
     """What nvcc's registration constructor and any translation-unit initialiser (`_GLOBAL__sub_I_...`) do
-    beyond their own job, one line each: a call of anything but their allowlisted functions, an indirect call
-    or jump, atexit or __cxa_atexit more than once, and, in an initialiser, any symbol but <iostream>'s. Empty
-    for assembly that is not x86-64 (its syntax is not read here)."""
+    beyond their own job, one line each: a call of anything but their allowlisted imports (or of a definition
+    of the candidate's under such a name), an indirect call or jump, atexit or __cxa_atexit more than once,
+    a function named that is not a kernel's launch stub, and in an initialiser any symbol but <iostream>'s.
+    Empty for assembly that is not x86-64 (its syntax is not read here)."""
     if not _X86_REGISTER.search(assembly):
         return []
-    bodies, aliases = _function_bodies(assembly)
+    parsed = _parse(assembly)
     problems: list[str] = []
-    for name in bodies.keys() | aliases.keys():
+    for name in sorted(parsed.bodies.keys() | parsed.aliases.keys()):
         if name in _NVCC_CONSTRUCTORS:
-            problems += _misdeeds(name, bodies, aliases, calls=_NVCC_CALLS, helpers=_NVCC_HELPERS, names=None)
-        elif name.startswith(_INITIALISER_PREFIX) and not name.endswith(".cold"):
-            problems += _misdeeds(name, bodies, aliases, calls=_IOSTREAM_CALLS, helpers=frozenset(),
-                                  names=_IOSTREAM_NAMES)
+            problems += _misdeeds(name, "registration", parsed)
+        elif name.startswith(_INITIALISER_PREFIX) and ".cold" not in name:
+            problems += _misdeeds(name, "initialiser", parsed)
     return list(dict.fromkeys(problems))
 
 
-def _function_bodies(assembly: str) -> tuple[dict[str, list[tuple[str, str]]], dict[str, str]]:
-    """Each label's instructions (mnemonic, operands) up to its `.size` or the next label that is not local
-    (`.L`), and the aliases `.set` makes."""
-    bodies: dict[str, list[tuple[str, str]]] = {}
-    aliases: dict[str, str] = {}
+def _parse(assembly: str) -> _Assembly:
+    parsed = _Assembly({}, {}, set(), set())
     current: list[tuple[str, str]] | None = None
     for line in assembly.splitlines():
-        label = _LABEL.match(line)
-        if label:
+        if label := _LABEL.match(line):
             if not label["name"].startswith(".L"):
-                current = bodies.setdefault(label["name"], [])
-            continue
-        alias = _SET.match(line)
-        if alias:
-            aliases[alias["name"]] = alias["target"]
-            continue
-        if _SIZE.match(line):
+                current = parsed.bodies.setdefault(label["name"], [])
+        elif alias := _SET.match(line):
+            parsed.aliases[alias["name"]] = alias["target"]
+        elif typed := _FUNCTION_TYPE.match(line):
+            parsed.functions.add(typed["name"])
+        elif common := _COMMON.match(line):
+            parsed.common.add(common["name"])
+        elif _SIZE.match(line):
             current = None
-            continue
-        instruction = _INSTRUCTION.match(line)
-        if instruction and current is not None:
+        elif (instruction := _INSTRUCTION.match(line)) and current is not None:
             op, args = instruction["op"], instruction["args"].split("#", 1)[0].strip()
             while op in _PREFIXES and args:  # `notrack jmp *%rax`, `rep stosq`: the instruction is what follows
                 op, _, args = args.partition(" ")
                 op, args = op.strip(), args.strip()
             current.append((op, args))
-    return bodies, aliases
+    return parsed
 
 
-def _misdeeds(root: str, bodies: dict[str, list[tuple[str, str]]], aliases: dict[str, str], *,
-              calls: frozenset[str], helpers: frozenset[str], names: frozenset[str] | None) -> list[str]:
-    """What the code reachable from `root` (through `helpers` and its cold parts) does that it may not: calls
-    outside `calls`, indirect control transfers, registrations at exit beyond one of each, symbols outside
-    `names` (when given)."""
+def _misdeeds(root: str, root_kind: str, parsed: _Assembly) -> list[str]:
+    """What the code reachable from `root` does beyond what its policy (and those of the functions it runs or
+    names) allows."""
     problems: list[str] = []
-    who = "nvcc's kernel registration" if root in _NVCC_CONSTRUCTORS else "the initialiser of global objects"
     registered: dict[str, int] = {}
-    seen: set[str] = set()
-    pending = [root]
+    seen: set[tuple[str, str]] = set()
+    pending = [(root, root_kind)]
     while pending:
-        name = pending.pop()
-        while name in aliases and name not in bodies:
-            name = aliases[name]
-        if name in seen:
+        name, kind = pending.pop()
+        policy = _POLICIES[kind]
+        name = parsed.resolve(name)
+        if (name, kind) in seen:
             continue
-        seen.add(name)
-        if name not in bodies:
-            problems.append(f"{who} runs {name}, whose code the assembly does not show")
+        seen.add((name, kind))
+        if name not in parsed.bodies:
+            problems.append(f"{policy.what} runs {name}, whose code the assembly does not show")
             continue
-        for op, args in bodies[name]:
-            transfer = op.startswith("j") or op.startswith("call")
+        for op, args in parsed.bodies[name]:
+            transfer = op.startswith(("j", "call"))
             if transfer and args.startswith("*"):
-                problems.append(f"{who} calls through a pointer ({op} {args})")
+                problems.append(f"{policy.what} calls through a pointer ({op} {args})")
                 continue
             for match in _OPERAND_SYMBOL.finditer(args):
                 symbol = match["name"]
-                if symbol.startswith(".L"):
-                    continue
-                if transfer:
-                    if symbol in helpers or symbol.startswith(tuple(f"{s}.cold" for s in seen)):
-                        pending.append(symbol)
-                    elif symbol in calls:
-                        registered[symbol] = registered.get(symbol, 0) + 1
-                    else:
-                        problems.append(f"{who} calls {symbol}")
-                elif names is not None and symbol not in names:
-                    problems.append(f"{who} uses {symbol}")
-    problems += [f"{who} registers {count} functions with {symbol}" for symbol, count in sorted(registered.items())
+                if not symbol.startswith(".L"):
+                    problems += _judge(symbol, transfer, kind, parsed, seen, pending, registered)
+    what = _POLICIES[root_kind].what
+    problems += [f"{what} registers {count} functions with {symbol}" for symbol, count in sorted(registered.items())
                  if symbol in _REGISTER_ONCE and count > 1]
     return problems
+
+
+def _judge(symbol: str, transfer: bool, kind: str, parsed: _Assembly, seen: set[tuple[str, str]],
+           pending: list[tuple[str, str]], registered: dict[str, int]) -> list[str]:
+    """The problem with one symbol an instruction of a `kind` function names (a call when `transfer`), if any;
+    a function it may run is added to `pending`, an allowed import it calls counted in `registered`."""
+    policy = _POLICIES[kind]
+    if policy.names is not None and symbol not in policy.names:
+        return [f"{policy.what} {'calls' if transfer else 'uses'} {symbol}"]
+    if symbol in policy.calls:
+        if parsed.defines(symbol):
+            return [f"{policy.what} calls the candidate's own {symbol}"]
+        if transfer:
+            registered[symbol] = registered.get(symbol, 0) + 1
+        return []
+    if policy.names is not None:  # a listed name that is not a call
+        return []
+    is_function = transfer or parsed.resolve(symbol) in parsed.functions
+    cold_part = any(symbol.startswith(f"{name}.cold") for name, _ in seen)
+    if is_function and (policy.follows(symbol) or cold_part):
+        pending.append((symbol, kind))
+    elif transfer:
+        return [f"{policy.what} calls {symbol}"]
+    elif is_function:
+        pending.append((symbol, policy.operand_policy))
+    elif not parsed.defines(symbol):
+        return [f"{policy.what} uses {symbol}"]
+    return []

@@ -28,6 +28,7 @@ from kernelblaster.tools.nvcc import compile_object
 from kernelblaster.tools.sandbox import Sandbox, prepare
 
 ARCH = "sm_90"
+HONEST_DIR = Path(__file__).resolve().parent / "honest"
 
 
 class Builds:
@@ -68,6 +69,15 @@ def test_each_hostile_candidate_is_refused_by_the_rules_it_breaks_or_built(case:
     else:
         assert built.stage == "static_violation" and built.program is None
         assert {v.rule for v in built.violations} == case.refused_by, [v.message for v in built.violations]
+
+
+def test_honest_code_beside_the_attacked_load_time_functions_and_sections_builds(builds: Builds) -> None:
+    # Struct-typed __device__ and __constant__ variables (registered by nvcc's constructor), template kernels
+    # with struct parameters (their launch stubs are named there), <iostream>'s initialiser, a named .text section.
+    source = (HONEST_DIR / "load_time_neighbours.cu").read_text()
+    built = build_candidate(source, builds.header, builds.root / "load_time_neighbours", arch=ARCH, allow=frozenset(),
+                            cache_dir=builds.root / "cache", sandbox=builds.sandbox)
+    assert built.stage == "ok", [v.message for v in built.violations] or built.log
 
 
 @pytest.mark.parametrize("case", [c for c in HOSTILE_CASES if c.refused_by], ids=lambda c: c.name)
