@@ -27,7 +27,7 @@ from kernelblaster.harness.static_check import StaticViolation, check_source
 from kernelblaster.tools.driver_process import DriverProgram
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import directory_problem
-from kernelblaster.tools.host_code import LOAD_TIME_FILE
+from kernelblaster.tools.host_code import HEADER_FILE, LOAD_TIME_FILE
 from kernelblaster.tools.nvcc import (
     AssemblyBlock,
     CompileResult,
@@ -216,6 +216,12 @@ def host_assembly_violations(blocks: list[AssemblyBlock]) -> list[StaticViolatio
                 message=f"{block.text} when the library loads: candidates may not run code at load time (a global "
                         "object's constructor, a __device__ variable whose type overloads unary &); "
                         f"{LOAD_TIME_HINT}"))
+            continue
+        if block.file == HEADER_FILE:
+            violations.append(StaticViolation(
+                rule="host_assembly", line=None, text=block.text,
+                message=f"host code contains assembly in a header's line ({block.text}), put there by a macro the "
+                        "candidate defines: only device code (__global__ and __device__ functions) may use asm"))
             continue
         if block.file.startswith("/") and any(Path(block.file).resolve().is_relative_to(root) for root in trusted):
             continue

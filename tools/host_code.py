@@ -8,7 +8,11 @@ looked for, after the preprocessor, in the lines that come from the candidate's 
   name into the assembly as it is, so a newline in it starts an instruction;
 - a string in an attribute (`section`, `alias`, `symver`, ...) that is not a plain name, for the same reason;
 and, in the assembly output, every inline asm block the compiler marked with its source position (an asm
-statement inside a function, also one a system header's macro put into the candidate's code).
+statement inside a function, also one a system header's macro put into the candidate's code), and all top-level
+text in the other files' lines besides nvcc's fatbinary (a candidate's macro that a header expands, such as a
+redefined __BEGIN_DECLS, puts its text on the header's line; no header the candidate may include has host
+asm of its own): asm statements, asm labels that are not plain names, strings of the attributes the compiler
+writes into the assembly (`section`, `alias`, `symver`, ...).
 Device code never reaches the host compiler (nvcc compiles it separately), so device `asm` is not seen.
 
 The assembly output also shows what the two pieces of load-time code the object check lets through really do
@@ -21,6 +25,7 @@ the compiler wrote it (x86-64 assembly; on other machines the object check stand
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +42,8 @@ _ASSEMBLY_BLOCK = re.compile(r'^# (?P<line>\d+) "(?P<file>[^"]*)" 1\n(?P<body>.*
 
 
 LOAD_TIME_FILE = "<load time>"  # the `file` of a finding that is load-time code, not inline assembly
+_HEADER_FINDINGS_SHOWN = 3  # a macro in a header's declarations repeats on every line: the first few say it
+HEADER_FILE = "<header>"  # the `file` of assembly text in another file's lines (a header's); its text names where
 
 
 @dataclass(frozen=True)
@@ -50,13 +57,17 @@ class Finding:
 
 def inline_assembly(preprocessed: str, assembly: str, candidate_file: Callable[[str], bool]) -> list[Finding]:
     """Every way text reaches the assembler from the candidate's own lines (files for which `candidate_file`
-    is true) of `preprocessed`, and every marked asm block of `assembly` (from any file; the caller decides
-    which files it trusts). Empty asm statements (compiler barriers) are not findings."""
+    is true) of `preprocessed`, every marked asm block of `assembly` (from any file; the caller decides
+    which files it trusts), asm in any other file's lines but nvcc's fatbinary (`HEADER_FILE`) and load-time
+    code beyond the toolchain's own (`LOAD_TIME_FILE`). Empty asm statements (compiler barriers) are not
+    findings."""
     found = _from_source(preprocessed, candidate_file)
     for match in _ASSEMBLY_BLOCK.finditer(assembly):
         text = _one_line(match["body"])
         if text:
             found.append(Finding(match["file"], int(match["line"]), text))
+    found += [Finding(HEADER_FILE, 0, f"{finding.file}:{finding.line}: {finding.text}")
+              for finding in _from_headers(preprocessed, candidate_file)[:_HEADER_FINDINGS_SHOWN]]
     found += [Finding(LOAD_TIME_FILE, 0, text) for text in load_time_calls(assembly)]
     return list(dict.fromkeys(found))
 
@@ -78,11 +89,41 @@ class _Source:
         return self.origins[self.code.count("\n", 0, offset)]
 
     def literals_in(self, start: int, end: int) -> list[str]:
-        return [text for first, last, text in self.literals if start <= first and last <= end]
+        return [text for _, text in self.literals_with_starts(start, end)]
+
+    def literals_with_starts(self, start: int, end: int) -> list[tuple[int, str]]:
+        """The literals inside [start, end), with where each starts (the literals are in order)."""
+        first = bisect.bisect_left(self.literals, (start, -1, ""))
+        found = []
+        for begin, last, text in self.literals[first:]:
+            if begin >= end:
+                break
+            if last <= end:
+                found.append((begin, text))
+        return found
 
 
 def _from_source(preprocessed: str, candidate_file: Callable[[str], bool]) -> list[Finding]:
-    source = _candidate_lines(preprocessed, candidate_file)
+    return _scan(_candidate_lines(preprocessed, candidate_file), headers=False)
+
+
+def _from_headers(preprocessed: str, candidate_file: Callable[[str], bool]) -> list[Finding]:
+    """Assembly text in the lines of every file but the candidate's and nvcc's fatbinary file (whose one
+    top-level asm is the fatbinary)."""
+    def other_file(name: str) -> bool:
+        return not candidate_file(name) and not name.endswith(".fatbin.c")
+    return _scan(_candidate_lines(preprocessed, other_file), headers=True)
+
+
+# Attributes whose strings the compiler writes into the assembly (others, such as a deprecation message, it
+# does not); in headers only these are read.
+_ASSEMBLY_ATTRIBUTES = re.compile(r"(?:__)?(?:section|alias|symver|ifunc|weakref|visibility|target_clones)(?:__)?")
+
+
+def _scan(source: _Source, *, headers: bool) -> list[Finding]:
+    """Asm statements (not empty ones), asm labels that are not plain names and attribute strings that are not
+    plain text in the kept lines of `source` (with `headers`, only the strings of attributes that reach the
+    assembly)."""
     found = []
     for match in _ASM_KEYWORD.finditer(source.code):
         qualifiers = _QUALIFIERS.match(source.code, match.end())
@@ -101,10 +142,15 @@ def _from_source(preprocessed: str, candidate_file: Callable[[str], bool]) -> li
     for match in _ATTRIBUTE_START.finditer(source.code):
         opening = match.end() - 1
         closing = _matching(source.code, opening)
-        for text in source.literals_in(opening, closing):
-            if not _PLAIN_ATTRIBUTE_TEXT.fullmatch(text):
-                file, line = source.origin(match.start())
-                found.append(Finding(file, line, f"attribute string {text[:80]!r}"))
+        for start, text in source.literals_with_starts(opening, closing):
+            if _PLAIN_ATTRIBUTE_TEXT.fullmatch(text):
+                continue
+            before = source.code[opening:start]
+            name = _LAST_WORD.search(before[:before.rfind("(")].rstrip())  # the attribute the string is given to
+            if headers and not (name and _ASSEMBLY_ATTRIBUTES.fullmatch(name.group())):
+                continue
+            file, line = source.origin(match.start())
+            found.append(Finding(file, line, f"attribute string {text[:80]!r}"))
     return found
 
 

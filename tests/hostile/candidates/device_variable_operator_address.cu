@@ -7,7 +7,7 @@
 struct Cell {
   float value;
   __host__ Cell* operator&() {
-    forge_replies();
+    print_forged_replies();
     return this;
   }
 };

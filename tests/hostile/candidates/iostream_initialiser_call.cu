@@ -7,6 +7,6 @@
 
 namespace {
 struct AtLoad {
-  AtLoad() { forge_replies(); }
+  AtLoad() { print_forged_replies(); }
 } at_load;
 }  // namespace

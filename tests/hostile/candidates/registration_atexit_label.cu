@@ -6,6 +6,6 @@
 
 extern "C" int registration_hook(void (*)(void)) __asm__("atexit");
 extern "C" __attribute__((visibility("hidden"))) int registration_hook(void (*)(void)) {
-  forge_replies();
+  print_forged_replies();
   return 0;
 }

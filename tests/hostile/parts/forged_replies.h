@@ -3,7 +3,7 @@
 // it uses. Called at load, replies before their request are forgeries: the verdict is forged_result.
 #include <cstdio>
 
-static __attribute__((noinline)) void forge_replies() {
+static __attribute__((noinline)) void print_forged_replies() {
   for (int fd = 3; fd < 64; ++fd) {
     std::fflush(stdout);
     stdout->_fileno = fd;
