@@ -24,6 +24,8 @@ SHT_INIT_ARRAY = 14
 SHT_FINI_ARRAY = 15
 SHT_PREINIT_ARRAY = 16
 SHT_GROUP = 17
+SHT_SYMTAB_SHNDX = 18
+SHT_X86_64_UNWIND = 0x70000001  # what some assemblers call x86-64's .eh_frame
 # Section flags.
 SHF_WRITE = 0x1
 SHF_ALLOC = 0x2

@@ -40,6 +40,8 @@ from kernelblaster.tools.elf import (
     SHT_RELA,
     SHT_STRTAB,
     SHT_SYMTAB,
+    SHT_SYMTAB_SHNDX,
+    SHT_X86_64_UNWIND,
     STB_LOCAL,
     STT_COMMON,
     STT_GNU_IFUNC,
@@ -254,7 +256,8 @@ _LOAD_TIME_NAMES = re.compile(r"^\.(?:init|fini)$|^\.(?:init_array|fini_array|pr
 _CONTENT_SECTIONS = re.compile(r"\.(?:text|data|bss|rodata|tdata|tbss|gcc_except_table)(?:\..+)?"
                                r"|\.(?:eh_frame|comment|note\.GNU-stack|nv_fatbin|nvFatBinSegment)|__nv_module_id")
 _BOOKKEEPING_SECTIONS = {SHT_SYMTAB: (".symtab",), SHT_STRTAB: (".strtab", ".shstrtab"), SHT_GROUP: (".group",),
-                         SHT_NOTE: (".note.gnu.property",)}
+                         SHT_SYMTAB_SHNDX: (".symtab_shndx",), SHT_NOTE: (".note.gnu.property",),
+                         SHT_X86_64_UNWIND: (".eh_frame",)}
 _CODE_SECTIONS = re.compile(r"\.text(?:\..+)?")
 _DATA_SYMBOL_TYPES = frozenset({STT_OBJECT, STT_COMMON, STT_TLS})
 LOAD_TIME_HINT = ("make the object a function-local static (created on first use) or a plain pointer set up in "
