@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from kernelblaster.harness.stages import Stage, StageClock
 from kernelblaster.harness.static_check import StaticViolation, check_source
 from kernelblaster.tools.driver_process import DriverProgram
+from kernelblaster.tools.elf import ElfFile
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import directory_problem
 from kernelblaster.tools.host_code import HEADER_FILE, LOAD_TIME_FILE
@@ -171,7 +172,8 @@ def _compile_and_check(result: BuildResult, source_path: Path, workdir: Path, *,
     if not result.compile.ok or result.compile.output is None:
         result.stage = "compile_error"
         return None
-    in_object = [_from_symbol(v) for v in check_object(result.compile.output, allow)]
+    in_object = [_from_symbol(v) for v in check_object(result.compile.output, allow,
+                                                       linked_imports(arch, cache_dir, sandbox))]
     in_assembly = host_assembly_violations(result.compile.host_assembly)
     if any(v.rule == "load_time_code" for v in in_object):  # the object already names the load-time code
         in_assembly = [v for v in in_assembly if v.rule != "load_time_code"]
@@ -260,6 +262,16 @@ def trusted_object(source: Path, arch: str, cache_dir: Path, sandbox: Sandbox | 
         first_error = next((m.text for m in compiled.errors), compiled.log.strip()[-300:])
         raise UserFacingError(f"{source} does not compile for {arch}: {first_error}")
     return compiled
+
+
+def linked_imports(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> frozenset[str]:
+    """What the trusted workspace wrappers linked into every candidate's library call (`__real_cudaMalloc` is
+    cudaMalloc once wrapped): a candidate that defined one would take their calls (a no-op cudaMemset, and no
+    workspace is poisoned)."""
+    workspace = trusted_object(WORKSPACE_SOURCE, arch, cache_dir, sandbox).output
+    assert workspace is not None  # trusted_object raises otherwise
+    needed = {symbol.name for symbol in ElfFile(workspace).symbols() if symbol.name and not symbol.defined}
+    return frozenset(name.removeprefix("__real_") for name in needed)
 
 
 def driver_object(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> CompileResult:

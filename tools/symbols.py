@@ -271,11 +271,14 @@ def undefined_symbols(object_path: Path) -> list[str]:
     return [names[name] for name in needed]
 
 
-def check_object(object_path: Path, allow: frozenset[str]) -> list[SymbolViolation]:
+def check_object(object_path: Path, allow: frozenset[str], linked_with: frozenset[str] = frozenset()
+                 ) -> list[SymbolViolation]:
     """Violations in a compiled candidate object: imports that are not listed (tools/allowed_imports.py),
-    library code it was built from, names reserved for the harness, and code that would run when its library
-    loads (anything in the init and fini arrays besides nvcc's own registration, whatever the section is
-    called; IFUNC resolvers)."""
+    library code it was built from, names reserved for the harness or called by the trusted code linked into
+    its library (the C runtime's start-up files' and `linked_with`: the linker would bind their calls to the
+    candidate's definition, such as __gmon_start__, which _init calls at load), code that would run when its
+    library loads (anything in the init and fini arrays besides nvcc's own registration, whatever the section
+    is called; IFUNC resolvers) and sections that are not code, data or constants."""
     elf = ElfFile(object_path)
     symbols = elf.symbols()
     needed = [symbol.name for symbol in symbols if symbol.name and not symbol.defined]
@@ -292,6 +295,11 @@ def check_object(object_path: Path, allow: frozenset[str]) -> list[SymbolViolati
             violations.append(SymbolViolation(
                 rule="reserved_name", symbol=symbol.name,
                 message=f"the object defines {symbol.name}, a name the harness reserves; rename it"))
+        elif symbol.binding != STB_LOCAL and plain_name(symbol.name) in LINK_IMPORTS | linked_with:
+            violations.append(SymbolViolation(
+                rule="reserved_name", symbol=symbol.name,
+                message=f"the object defines {symbol.name}, which the trusted code linked into its library calls "
+                        "(the workspace wrappers, the C runtime's start-up files); rename it, or make it static"))
         if symbol.type == STT_GNU_IFUNC:
             violations.append(SymbolViolation(
                 rule="load_time_code", symbol=names[symbol.name],
