@@ -130,7 +130,8 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     # Load-time code through the two load-time functions the object check lets through (nvcc's registration,
     # <iostream>'s initialiser), seen in the host compiler's assembly; sections the linker or the loader obeys
     # (dynamic relocations, link-time IR) and machine code as data, refused by the object's list of sections;
-    # asm a candidate's macro puts on a header's line.
+    # asm a candidate's macro puts on a header's line; definitions that take the calls of the trusted code
+    # linked into the candidate's library.
     _contained("iostream_initialiser_call", ("load_time_code",), "forged", None, "forged_result"),
     _contained("device_variable_operator_address", ("load_time_code",), "forged", None, "forged_result"),
     _contained("registration_atexit_label", ("load_time_code",), "forged", None, "forged_result"),
@@ -139,6 +140,9 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _contained("machine_code_in_text", ("object_section",), "starts"),
     _contained("system_header_macro_asm", ("host_assembly",), "starts"),
     _contained("header_macro_inline_asm", ("host_assembly",), "starts"),
+    _contained("gmon_start_definition", ("reserved_name",), "forged", None, "forged_result"),
+    _contained("workspace_memset_shadow", ("reserved_name",), "starts"),
+    _contained("cxa_finalize_definition", ("reserved_name",), "starts"),
     # Past the rules when they are switched off: the sandbox contains them.
     _contained("exec_raw_syscall", RAW_AT_LOAD, "blocked", "execve", "sandbox_violation"),
     _contained("fork_raw_syscall", RAW_AT_LOAD, "blocked", "fork", "sandbox_violation"),
