@@ -4,8 +4,11 @@ families that names the reasons.
 The boundary is an allowlist (tools/allowed_imports.py): the object and its library may import only what
 is listed there (or belongs to a library the run allows), so a glibc function nobody thought of is refused
 like a listed one. The object may not carry code that runs when its library loads (init, fini and preinit
-arrays by section type or name, IFUNC resolvers), except nvcc's own registration constructor, nor define
-names the harness reserves; the library exports kb_forward alone.
+arrays by section type or name, IFUNC resolvers), except nvcc's own registration constructor (and, before
+GCC 13, <iostream>'s initialiser; what both do is checked in the host compiler's assembly,
+tools/host_code.py), nor define names the harness reserves or the trusted code linked with it calls; its
+sections are code, data and constants alone (an allowlist of names and flags); the library exports
+kb_forward alone.
 
 The catalogue lists the API families candidates may not use (files, processes and signals, raw system
 calls, environment, threads, dynamic loading and symbol lookup, IPC, profiler control, device control,
@@ -250,9 +253,9 @@ _LOAD_TIME_NAMES = re.compile(r"^\.(?:init|fini)$|^\.(?:init_array|fini_array|pr
 # may name (code, data, constants, thread-local data). Any other is read by the linker or the loader as
 # instructions, not content: data in a `.rela.*` section becomes the library's dynamic relocations (an IRELATIVE
 # one calls a function when the library loads, also under the name of a real relocation section, `.rela.text`),
-# `.gnu.lto_*` is compiled at link time past every check of the
-# object. Code only in `.text` sections, never writable; no data object in them (machine code as data, called
-# through a pointer, is inline assembly by another name).
+# `.gnu.lto_*` is compiled at link time past every check of the object. Code only in `.text` sections, never
+# writable; no data object in them (machine code as data, called through a pointer, is inline assembly by
+# another name).
 _CONTENT_SECTIONS = re.compile(r"\.(?:text|data|bss|rodata|tdata|tbss|gcc_except_table)(?:\..+)?"
                                r"|\.(?:eh_frame|comment|note\.GNU-stack|nv_fatbin|nvFatBinSegment)|__nv_module_id")
 _BOOKKEEPING_SECTIONS = {SHT_SYMTAB: (".symtab",), SHT_STRTAB: (".strtab", ".shstrtab"), SHT_GROUP: (".group",),
@@ -347,10 +350,12 @@ def _listed_section(elf: ElfFile, index: int) -> bool:
     if section.type in (SHT_PROGBITS, SHT_NOBITS):
         return _CONTENT_SECTIONS.fullmatch(section.name) is not None
     if section.type == SHT_RELA:
-        target = elf.sections[section.info] if 0 < section.info < len(elf.sections) and section.info != index else None
+        target = elf.sections[section.info] if 0 < section.info < len(elf.sections) else None
+        if target is None or target.type == SHT_RELA:
+            return False
         # The assembler's relocations are not loaded; a loaded one (data named `.rela.text`) joins the library's
         # dynamic relocations.
-        return (target is not None and section.name == f".rela{target.name}" and not section.flags & SHF_ALLOC
+        return (section.name == f".rela{target.name}" and not section.flags & SHF_ALLOC
                 and (target.type in (SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY)
                      or _LOAD_TIME_NAMES.match(target.name) is not None or _listed_section(elf, target.index)))
     return section.name in _BOOKKEEPING_SECTIONS.get(section.type, ())

@@ -134,7 +134,7 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     # linked into the candidate's library.
     _contained("iostream_initialiser_call", ("load_time_code",), "forged", None, "forged_result"),
     _contained("device_variable_operator_address", ("load_time_code",), "forged", None, "forged_result"),
-    _contained("registration_atexit_label", ("load_time_code",), "forged", None, "forged_result"),
+    _contained("registration_atexit_label", ("load_time_code", "reserved_name"), "forged", None, "forged_result"),
     _refused("relocation_section_irelative", "object_section"),
     _refused("lto_section_ir", "object_section"),
     _contained("machine_code_in_text", ("object_section",), "starts"),
