@@ -26,9 +26,11 @@ the compiler wrote it (x86-64 assembly; on other machines the object check stand
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 _LINE_MARKER = re.compile(r'^# (?P<line>\d+) "(?P<file>(?:[^"\\]|\\.)*)"(?: \d+)*$')
 _ASM_KEYWORD = re.compile(r"(?<![\w$])(?:__asm__|__asm|asm)(?![\w$])")
@@ -53,6 +55,7 @@ class Finding:
     file: str
     line: int
     text: str
+    template: str | None = None  # an asm statement's template as written (None for labels and attributes)
 
 
 def inline_assembly(preprocessed: str, assembly: str, candidate_file: Callable[[str], bool]) -> list[Finding]:
@@ -109,10 +112,32 @@ def _from_source(preprocessed: str, candidate_file: Callable[[str], bool]) -> li
 
 def _from_headers(preprocessed: str, candidate_file: Callable[[str], bool]) -> list[Finding]:
     """Assembly text in the lines of every file but the candidate's and nvcc's fatbinary file (whose one
-    top-level asm is the fatbinary)."""
+    top-level asm is the fatbinary), except asm statements whose template is one a header included here
+    writes itself (libcu++'s `pause` in its spin loop, through its own macro)."""
     def other_file(name: str) -> bool:
         return not candidate_file(name) and not name.endswith(".fatbin.c")
-    return _scan(_candidate_lines(preprocessed, other_file), headers=True)
+    source = _candidate_lines(preprocessed, other_file)
+    found = _scan(source, headers=True)
+    if any(finding.template is not None for finding in found):
+        headers = tuple(sorted({file for file, _ in source.origins if file.startswith("/") and other_file(file)}))
+        own = frozenset().union(*(_asm_templates_of(header) for header in headers))
+        found = [finding for finding in found if finding.template is None or finding.template not in own]
+    return found
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+@functools.lru_cache(maxsize=4096)
+def _asm_templates_of(path: str) -> frozenset[str]:
+    """The templates of the asm statements a header file writes (in its own text, macros included)."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return frozenset()
+    code, literals = _blank_literals(_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text))
+    source = _Source(code, [("", 0)] * (code.count("\n") + 1), literals)
+    return frozenset(finding.template for finding in _scan(source, headers=True) if finding.template is not None)
 
 
 # Attributes whose strings the compiler writes into the assembly (others, such as a deprecation message, it
@@ -138,7 +163,8 @@ def _scan(source: _Source, *, headers: bool) -> list[Finding]:
                        and _PLAIN_SYMBOL.fullmatch(text) is not None)
         if not plain_label and (is_label or text.strip()):  # an empty template is a compiler barrier
             file, line = source.origin(match.start())
-            found.append(Finding(file, line, _one_line(text.replace("\\n", "\n").replace("\\t", " ")) or "asm label"))
+            found.append(Finding(file, line, _one_line(text.replace("\\n", "\n").replace("\\t", " ")) or "asm label",
+                                 None if is_label else text))
     for match in _ATTRIBUTE_START.finditer(source.code):
         opening = match.end() - 1
         closing = _matching(source.code, opening)

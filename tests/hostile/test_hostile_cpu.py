@@ -71,12 +71,16 @@ def test_each_hostile_candidate_is_refused_by_the_rules_it_breaks_or_built(case:
         assert {v.rule for v in built.violations} == case.refused_by, [v.message for v in built.violations]
 
 
-def test_honest_code_beside_the_attacked_load_time_functions_and_sections_builds(builds: Builds) -> None:
+HONEST_NEIGHBOURS = sorted(HONEST_DIR.glob("*.cu"))
+
+
+@pytest.mark.parametrize("path", HONEST_NEIGHBOURS, ids=lambda p: p.stem)
+def test_honest_code_beside_what_the_hostile_candidates_attack_builds(path: Path, builds: Builds) -> None:
     # Struct-typed __device__ and __constant__ variables (registered by nvcc's constructor), template kernels
-    # with struct parameters (their launch stubs are named there), <iostream>'s initialiser, a named .text section.
-    source = (HONEST_DIR / "load_time_neighbours.cu").read_text()
-    built = build_candidate(source, builds.header, builds.root / "load_time_neighbours", arch=ARCH, allow=frozenset(),
-                            cache_dir=builds.root / "cache", sandbox=builds.sandbox)
+    # with struct parameters (their launch stubs are named there), <iostream>'s initialiser, a named .text
+    # section, the toolkit's header libraries and their own host asm.
+    built = build_candidate(path.read_text(), builds.header, builds.root / f"honest-{path.stem}", arch=ARCH,
+                            allow=frozenset(), cache_dir=builds.root / "cache", sandbox=builds.sandbox)
     assert built.stage == "ok", [v.message for v in built.violations] or built.log
 
 
