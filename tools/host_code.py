@@ -291,7 +291,12 @@ _NVCC_CONSTRUCTORS = frozenset({"_ZL24__sti____cudaRegisterAllv", "__sti____cuda
 # The functions of nvcc's header the registration runs or hands to atexit.
 _NVCC_HELPERS = frozenset({"_ZL31__nv_cudaEntityRegisterCallbackPPv", "_ZL22____nv_dummy_param_refPv",
                            "_ZL32__nv_init_managed_rt_with_modulePPv", "_ZL26__cudaUnregisterBinaryUtilv"})
+# What only nvcc's registration names when it calls its callback through a pointer (without optimisation, as
+# `#pragma GCC optimize("O0")` compiles it): its fatbinary, its handle, its own functions and imports.
+_NVCC_OWN_DATA = frozenset({"_ZL15__fatDeviceText", "_ZL20__cudaFatCubinHandle"})
 _INITIALISER_PREFIX = "_GLOBAL__sub_I_"
+# The suffixes of GCC's clones of a function (`f.isra.0`, `f.constprop.1`, `f.part.0`, `f.cold`): one function.
+_CLONE_SUFFIX = re.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv)(?:\.\d+)?)+$")
 _REGISTER_ONCE = frozenset({"atexit", "__cxa_atexit"})  # registering more than the toolchain's own is exit-time code
 _POLICIES = {
     # nvcc's registration: the runtime's registration calls and atexit; it names the kernels' host functions
@@ -308,7 +313,7 @@ _POLICIES = {
         frozenset({"__cudaPopCallConfiguration", "__cudaGetKernel", "__cudaLaunchKernel", "__cudaLaunchKernel_helper",
                    "cudaLaunchKernel", "__cxa_guard_acquire", "__cxa_guard_release", "__cxa_guard_abort",
                    "_Unwind_Resume"}),
-        lambda name: "__device_stub__" in name),
+        lambda name: "__device_stub__" in name or "__cudaLaunchKernel_helper" in name),
     # <iostream>'s initialiser before GCC 13 constructs std::ios_base::Init, registers its destructor and names
     # nothing else. Every function the compiler named as a translation unit's initialiser is held to it: the
     # object check lets one through only when its relocations are these.
@@ -411,10 +416,15 @@ def _misdeeds(root: str, root_kind: str, parsed: _Assembly) -> list[str]:
         if name not in parsed.bodies:
             problems.append(f"{policy.what} runs {name}, whose code the assembly does not show")
             continue
+        indirect_allowed = kind == "registration" and name in _NVCC_CONSTRUCTORS and all(
+            _CLONE_SUFFIX.sub("", match["name"]) in _NVCC_OWN_DATA | _NVCC_HELPERS | policy.calls
+            for _, args in parsed.bodies[name] for match in _OPERAND_SYMBOL.finditer(args)
+            if not match["name"].startswith(".L"))
         for op, args in parsed.bodies[name]:
             transfer = op.startswith(("j", "call"))
             if transfer and args.startswith("*"):
-                problems.append(f"{policy.what} calls through a pointer ({op} {args})")
+                if not indirect_allowed:
+                    problems.append(f"{policy.what} calls through a pointer ({op} {args})")
                 continue
             for match in _OPERAND_SYMBOL.finditer(args):
                 symbol = match["name"]
@@ -442,8 +452,8 @@ def _judge(symbol: str, transfer: bool, kind: str, parsed: _Assembly, seen: set[
     if policy.names is not None:  # a listed name that is not a call
         return []
     is_function = transfer or parsed.resolve(symbol) in parsed.functions
-    cold_part = any(symbol.startswith(f"{name}.cold") for name, _ in seen)
-    if is_function and (policy.follows(symbol) or cold_part):
+    clone_of_seen = any(_CLONE_SUFFIX.sub("", symbol) == _CLONE_SUFFIX.sub("", name) for name, _ in seen)
+    if is_function and (policy.follows(_CLONE_SUFFIX.sub("", symbol)) or clone_of_seen):
         pending.append((symbol, kind))
     elif transfer:
         return [f"{policy.what} calls {symbol}"]

@@ -69,7 +69,7 @@ class HostileCase:
             return text
         parts = (["raw_syscall.h"] if re.search(r"\b(?:sys|say)\(", text) else [])
         parts += (["checker_logs.h"] if "for_each_checker_file(" in text else [])
-        parts += (["forged_replies.h"] if "print_forged_replies(" in text else []) + ["swish.h"]
+        parts += (["forged_replies.h"] if "print_forged_replies" in text else []) + ["swish.h"]
         lines = text.splitlines(keepends=True)
         after_includes = max(i for i, line in enumerate(lines) if line.startswith("#include")) + 1
         shared = "".join((PARTS_DIR / part).read_text() + "\n" for part in parts)
@@ -134,6 +134,7 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     # linked into the candidate's library.
     _contained("iostream_initialiser_call", ("load_time_code",), "forged", None, "forged_result"),
     _contained("device_variable_operator_address", ("load_time_code",), "forged", None, "forged_result"),
+    _contained("device_variable_pointer_call", ("load_time_code",), "forged", None, "forged_result"),
     _contained("registration_atexit_label", ("load_time_code", "reserved_name"), "forged", None, "forged_result"),
     _refused("relocation_section_irelative", "object_section"),
     _refused("lto_section_ir", "object_section"),
