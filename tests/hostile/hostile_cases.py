@@ -133,6 +133,7 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     # asm a candidate's macro puts on a header's line; definitions that take the calls of the trusted code
     # linked into the candidate's library.
     _contained("iostream_initialiser_call", ("load_time_code",), "forged", None, "forged_result"),
+    _contained("named_initialiser_same_section", ("load_time_code",), "forged", None, "forged_result"),
     _contained("device_variable_operator_address", ("load_time_code",), "forged", None, "forged_result"),
     _contained("device_variable_pointer_call", ("load_time_code",), "forged", None, "forged_result"),
     _contained("registration_atexit_label", ("load_time_code", "reserved_name"), "forged", None, "forged_result"),
