@@ -25,8 +25,10 @@ from pydantic import BaseModel
 from kernelblaster.harness.stages import Stage, StageClock
 from kernelblaster.harness.static_check import StaticViolation, check_source
 from kernelblaster.tools.driver_process import DriverProgram
+from kernelblaster.tools.elf import ElfFile
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import directory_problem
+from kernelblaster.tools.host_code import HEADER_FILE, LOAD_TIME_FILE
 from kernelblaster.tools.nvcc import (
     AssemblyBlock,
     CompileResult,
@@ -44,6 +46,7 @@ from kernelblaster.tools.nvcc import (
 from kernelblaster.tools.sandbox import Sandbox, library_dirs
 from kernelblaster.tools.symbols import (
     LIBRARIES,
+    LOAD_TIME_HINT,
     SymbolViolation,
     check_library,
     check_object,
@@ -169,8 +172,12 @@ def _compile_and_check(result: BuildResult, source_path: Path, workdir: Path, *,
     if not result.compile.ok or result.compile.output is None:
         result.stage = "compile_error"
         return None
-    result.violations = [*host_assembly_violations(result.compile.host_assembly),
-                         *(_from_symbol(v) for v in check_object(result.compile.output, allow))]
+    in_object = [_from_symbol(v) for v in check_object(result.compile.output, allow,
+                                                       linked_imports(arch, cache_dir, sandbox))]
+    in_assembly = host_assembly_violations(result.compile.host_assembly)
+    if any(v.rule == "load_time_code" for v in in_object):  # the object already names the load-time code
+        in_assembly = [v for v in in_assembly if v.rule != "load_time_code"]
+    result.violations = [*in_assembly, *in_object]
     return None if result.violations else result.compile.output
 
 
@@ -199,10 +206,25 @@ def _link(result: BuildResult, candidate: Path, workdir: Path, *, arch: str, all
 
 def host_assembly_violations(blocks: list[AssemblyBlock]) -> list[StaticViolation]:
     """Inline assembly in the candidate's host code (top-level asm included): host code may not use asm, in
-    whatever spelling; the toolkit's and the system's headers may. Device code's asm is not host code."""
+    whatever spelling; the toolkit's and the system's headers may. Device code's asm is not host code. Also
+    what nvcc's registration or a translation unit's initialiser does at load beyond its own job (found in the
+    host compiler's assembly, tools/host_code.py): candidate code reached from load-time code."""
     trusted = [toolkit_root(find_nvcc()), *host_include_dirs(), DRIVER_DIR]
     violations = []
     for block in blocks:
+        if block.file == LOAD_TIME_FILE:
+            violations.append(StaticViolation(
+                rule="load_time_code", line=None, text=block.text,
+                message=f"{block.text} when the library loads: candidates may not run code at load time (a global "
+                        "object's constructor, a __device__ variable whose type overloads unary &); "
+                        f"{LOAD_TIME_HINT}"))
+            continue
+        if block.file == HEADER_FILE:
+            violations.append(StaticViolation(
+                rule="host_assembly", line=None, text=block.text,
+                message=f"host code contains assembly in a header's line ({block.text}), put there by a macro the "
+                        "candidate defines: only device code (__global__ and __device__ functions) may use asm"))
+            continue
         if block.file.startswith("/") and any(Path(block.file).resolve().is_relative_to(root) for root in trusted):
             continue
         where = f"line {block.line}: " if block.line else ""
@@ -240,6 +262,16 @@ def trusted_object(source: Path, arch: str, cache_dir: Path, sandbox: Sandbox | 
         first_error = next((m.text for m in compiled.errors), compiled.log.strip()[-300:])
         raise UserFacingError(f"{source} does not compile for {arch}: {first_error}")
     return compiled
+
+
+def linked_imports(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> frozenset[str]:
+    """What the trusted workspace wrappers linked into every candidate's library call (`__real_cudaMalloc` is
+    cudaMalloc once wrapped): a candidate that defined one would take their calls (a no-op cudaMemset, and no
+    workspace is poisoned)."""
+    workspace = trusted_object(WORKSPACE_SOURCE, arch, cache_dir, sandbox).output
+    assert workspace is not None  # trusted_object raises otherwise
+    needed = {symbol.name for symbol in ElfFile(workspace).symbols() if symbol.name and not symbol.defined}
+    return frozenset(name.removeprefix("__real_") for name in needed)
 
 
 def driver_object(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> CompileResult:

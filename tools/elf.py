@@ -12,16 +12,30 @@ from pathlib import Path
 from kernelblaster.tools.errors import UserFacingError
 
 # Section types (elf.h).
+SHT_NULL = 0
+SHT_PROGBITS = 1
 SHT_SYMTAB = 2
+SHT_STRTAB = 3
 SHT_RELA = 4
+SHT_NOTE = 7
+SHT_NOBITS = 8
 SHT_DYNSYM = 11
 SHT_INIT_ARRAY = 14
 SHT_FINI_ARRAY = 15
 SHT_PREINIT_ARRAY = 16
+SHT_GROUP = 17
+SHT_SYMTAB_SHNDX = 18
+SHT_X86_64_UNWIND = 0x70000001  # what some assemblers call x86-64's .eh_frame
+# Section flags.
+SHF_WRITE = 0x1
+SHF_ALLOC = 0x2
+SHF_EXECINSTR = 0x4
 # Symbol types and bindings.
 STT_OBJECT = 1
 STT_FUNC = 2
 STT_SECTION = 3
+STT_COMMON = 5
+STT_TLS = 6
 STT_GNU_IFUNC = 10
 STB_LOCAL = 0
 SHN_UNDEF = 0
@@ -45,6 +59,7 @@ class Section:
     size: int
     link: int
     info: int  # for a relocation section: the index of the section it applies to
+    flags: int = 0
 
 
 @dataclass(frozen=True)
@@ -85,7 +100,7 @@ class ElfFile:
         shoff, shentsize, shnum, shstrndx = header[6], header[11], header[12], header[13]
         raw = [_SECTION.unpack_from(self._data, shoff + i * shentsize) for i in range(shnum)]
         names_offset = raw[shstrndx][4] if shstrndx < len(raw) else 0
-        self.sections = [Section(i, self._string(names_offset, s[0]), s[1], s[4], s[5], s[6], s[7])
+        self.sections = [Section(i, self._string(names_offset, s[0]), s[1], s[4], s[5], s[6], s[7], s[2])
                          for i, s in enumerate(raw)]
         self._symbols: dict[int, list[Symbol]] = {}
 

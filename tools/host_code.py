@@ -8,15 +8,29 @@ looked for, after the preprocessor, in the lines that come from the candidate's 
   name into the assembly as it is, so a newline in it starts an instruction;
 - a string in an attribute (`section`, `alias`, `symver`, ...) that is not a plain name, for the same reason;
 and, in the assembly output, every inline asm block the compiler marked with its source position (an asm
-statement inside a function, also one a system header's macro put into the candidate's code).
+statement inside a function, also one a system header's macro put into the candidate's code), and all top-level
+text in the other files' lines besides nvcc's fatbinary (a candidate's macro that a header expands, such as a
+redefined __BEGIN_DECLS, puts its text on the header's line; no header the candidate may include has host
+asm of its own): asm statements, asm labels that are not plain names, strings of the attributes the compiler
+writes into the assembly (`section`, `alias`, `symver`, ...).
 Device code never reaches the host compiler (nvcc compiles it separately), so device `asm` is not seen.
+
+The assembly output also shows what the two pieces of load-time code the object check lets through really do
+(`load_time_calls`): nvcc's registration constructor and <iostream>'s initialiser. Candidate code can reach
+into both without a relocation the object would show (a `__device__` variable whose type overloads unary `&`,
+which the registration calls; a global object whose constructor calls a static function of the same section),
+so every function they call and every symbol the initialiser names is held to an allowlist here, by name, as
+the compiler wrote it (x86-64 assembly; on other machines the object check stands alone).
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 _LINE_MARKER = re.compile(r'^# (?P<line>\d+) "(?P<file>(?:[^"\\]|\\.)*)"(?: \d+)*$')
 _ASM_KEYWORD = re.compile(r"(?<![\w$])(?:__asm__|__asm|asm)(?![\w$])")
@@ -29,6 +43,11 @@ _ASSEMBLY_BLOCK = re.compile(r'^# (?P<line>\d+) "(?P<file>[^"]*)" 1\n(?P<body>.*
                              re.MULTILINE | re.DOTALL)
 
 
+LOAD_TIME_FILE = "<load time>"  # the `file` of a finding that is load-time code, not inline assembly
+_HEADER_FINDINGS_SHOWN = 3  # a macro in a header's declarations repeats on every line: the first few say it
+HEADER_FILE = "<header>"  # the `file` of assembly text in another file's lines (a header's); its text names where
+
+
 @dataclass(frozen=True)
 class Finding:
     """Inline assembly at `file`:`line` (as the preprocessor named the file), with its text."""
@@ -36,17 +55,23 @@ class Finding:
     file: str
     line: int
     text: str
+    template: str | None = None  # an asm statement's template as written (None for labels and attributes)
 
 
 def inline_assembly(preprocessed: str, assembly: str, candidate_file: Callable[[str], bool]) -> list[Finding]:
     """Every way text reaches the assembler from the candidate's own lines (files for which `candidate_file`
-    is true) of `preprocessed`, and every marked asm block of `assembly` (from any file; the caller decides
-    which files it trusts). Empty asm statements (compiler barriers) are not findings."""
+    is true) of `preprocessed`, every marked asm block of `assembly` (from any file; the caller decides
+    which files it trusts), asm in any other file's lines but nvcc's fatbinary (`HEADER_FILE`) and load-time
+    code beyond the toolchain's own (`LOAD_TIME_FILE`). Empty asm statements (compiler barriers) are not
+    findings."""
     found = _from_source(preprocessed, candidate_file)
     for match in _ASSEMBLY_BLOCK.finditer(assembly):
         text = _one_line(match["body"])
         if text:
             found.append(Finding(match["file"], int(match["line"]), text))
+    found += [Finding(HEADER_FILE, 0, f"{finding.file}:{finding.line}: {finding.text}")
+              for finding in _from_headers(preprocessed, candidate_file)[:_HEADER_FINDINGS_SHOWN]]
+    found += [Finding(LOAD_TIME_FILE, 0, text) for text in load_time_calls(assembly)]
     return list(dict.fromkeys(found))
 
 
@@ -67,11 +92,63 @@ class _Source:
         return self.origins[self.code.count("\n", 0, offset)]
 
     def literals_in(self, start: int, end: int) -> list[str]:
-        return [text for first, last, text in self.literals if start <= first and last <= end]
+        return [text for _, text in self.literals_with_starts(start, end)]
+
+    def literals_with_starts(self, start: int, end: int) -> list[tuple[int, str]]:
+        """The literals inside [start, end), with where each starts (the literals are in order)."""
+        first = bisect.bisect_left(self.literals, (start, -1, ""))
+        found = []
+        for begin, last, text in self.literals[first:]:
+            if begin >= end:
+                break
+            if last <= end:
+                found.append((begin, text))
+        return found
 
 
 def _from_source(preprocessed: str, candidate_file: Callable[[str], bool]) -> list[Finding]:
-    source = _candidate_lines(preprocessed, candidate_file)
+    return _scan(_candidate_lines(preprocessed, candidate_file), headers=False)
+
+
+def _from_headers(preprocessed: str, candidate_file: Callable[[str], bool]) -> list[Finding]:
+    """Assembly text in the lines of every file but the candidate's and nvcc's fatbinary file (whose one
+    top-level asm is the fatbinary), except asm statements whose template is one a header included here
+    writes itself (libcu++'s `pause` in its spin loop, through its own macro)."""
+    def other_file(name: str) -> bool:
+        return not candidate_file(name) and not name.endswith(".fatbin.c")
+    source = _candidate_lines(preprocessed, other_file)
+    found = _scan(source, headers=True)
+    if any(finding.template is not None for finding in found):
+        headers = tuple(sorted({file for file, _ in source.origins if file.startswith("/") and other_file(file)}))
+        own = frozenset().union(*(_asm_templates_of(header) for header in headers))
+        found = [finding for finding in found if finding.template is None or finding.template not in own]
+    return found
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+@functools.lru_cache(maxsize=4096)
+def _asm_templates_of(path: str) -> frozenset[str]:
+    """The templates of the asm statements a header file writes (in its own text, macros included)."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return frozenset()
+    code, literals = _blank_literals(_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text))
+    source = _Source(code, [("", 0)] * (code.count("\n") + 1), literals)
+    return frozenset(finding.template for finding in _scan(source, headers=True) if finding.template is not None)
+
+
+# Attributes whose strings the compiler writes into the assembly (others, such as a deprecation message, it
+# does not); in headers only these are read.
+_ASSEMBLY_ATTRIBUTES = re.compile(r"(?:__)?(?:section|alias|symver|ifunc|weakref|visibility|target_clones)(?:__)?")
+
+
+def _scan(source: _Source, *, headers: bool) -> list[Finding]:
+    """Asm statements (not empty ones), asm labels that are not plain names and attribute strings that are not
+    plain text in the kept lines of `source` (with `headers`, only the strings of attributes that reach the
+    assembly)."""
     found = []
     for match in _ASM_KEYWORD.finditer(source.code):
         qualifiers = _QUALIFIERS.match(source.code, match.end())
@@ -86,14 +163,20 @@ def _from_source(preprocessed: str, candidate_file: Callable[[str], bool]) -> li
                        and _PLAIN_SYMBOL.fullmatch(text) is not None)
         if not plain_label and (is_label or text.strip()):  # an empty template is a compiler barrier
             file, line = source.origin(match.start())
-            found.append(Finding(file, line, _one_line(text.replace("\\n", "\n").replace("\\t", " ")) or "asm label"))
+            found.append(Finding(file, line, _one_line(text.replace("\\n", "\n").replace("\\t", " ")) or "asm label",
+                                 None if is_label else text))
     for match in _ATTRIBUTE_START.finditer(source.code):
         opening = match.end() - 1
         closing = _matching(source.code, opening)
-        for text in source.literals_in(opening, closing):
-            if not _PLAIN_ATTRIBUTE_TEXT.fullmatch(text):
-                file, line = source.origin(match.start())
-                found.append(Finding(file, line, f"attribute string {text[:80]!r}"))
+        for start, text in source.literals_with_starts(opening, closing):
+            if _PLAIN_ATTRIBUTE_TEXT.fullmatch(text):
+                continue
+            before = source.code[opening:start]
+            name = _LAST_WORD.search(before[:before.rfind("(")].rstrip())  # the attribute the string is given to
+            if headers and not (name and _ASSEMBLY_ATTRIBUTES.fullmatch(name.group())):
+                continue
+            file, line = source.origin(match.start())
+            found.append(Finding(file, line, f"attribute string {text[:80]!r}"))
     return found
 
 
@@ -185,3 +268,197 @@ def _after_declarator(code: str, offset: int) -> bool:
         return True
     word = _LAST_WORD.search(stripped)
     return word is not None and word.group() not in _NOT_DECLARATORS and not word.group()[0].isdigit()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Load-time code the object check lets through, as the compiler wrote it
+# ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Policy:
+    """What the code of one kind of toolchain function may do: the imports it may call (never a definition of
+    the candidate's under their names), the functions it may run and what they may do in turn (`follows`),
+    the symbols it may name at all (`names`, None: any data, and functions held to `operand_policy`), and the
+    registrations at exit it may make (one each)."""
+
+    what: str
+    calls: frozenset[str]
+    follows: Callable[[str], bool]
+    names: frozenset[str] | None = None
+    operand_policy: str = "launcher"
+
+
+_NVCC_CONSTRUCTORS = frozenset({"_ZL24__sti____cudaRegisterAllv", "__sti____cudaRegisterAll"})
+# The functions of nvcc's header the registration runs or hands to atexit.
+_NVCC_HELPERS = frozenset({"_ZL31__nv_cudaEntityRegisterCallbackPPv", "_ZL22____nv_dummy_param_refPv",
+                           "_ZL32__nv_init_managed_rt_with_modulePPv", "_ZL26__cudaUnregisterBinaryUtilv"})
+# What only nvcc's registration names when it calls its callback through a pointer (without optimisation, as
+# `#pragma GCC optimize("O0")` compiles it): its fatbinary, its handle, its own functions and imports.
+_NVCC_OWN_DATA = frozenset({"_ZL15__fatDeviceText", "_ZL20__cudaFatCubinHandle"})
+_INITIALISER_PREFIX = "_GLOBAL__sub_I_"
+# The suffixes of GCC's clones of a function (`f.isra.0`, `f.constprop.1`, `f.part.0`, `f.cold`): one function.
+_CLONE_SUFFIX = re.compile(r"(?:\.(?:isra|constprop|part|cold|lto_priv)(?:\.\d+)?)+$")
+_REGISTER_ONCE = frozenset({"atexit", "__cxa_atexit"})  # registering more than the toolchain's own is exit-time code
+_POLICIES = {
+    # nvcc's registration: the runtime's registration calls and atexit; it names the kernels' host functions
+    # (registered, never called), which must be what nvcc makes them: launchers.
+    "registration": _Policy(
+        "nvcc's kernel registration",
+        frozenset({"__cudaRegisterFatBinary", "__cudaRegisterFatBinaryEnd", "__cudaUnregisterFatBinary",
+                   "__cudaRegisterFunction", "__cudaRegisterVar", "__cudaRegisterManagedVar", "__cudaRegisterTexture",
+                   "__cudaRegisterSurface", "__cudaInitModule", "atexit"}),
+        _NVCC_HELPERS.__contains__),
+    # A kernel's host function (nvcc's launch stub, inlined or not): pops the launch configuration and launches.
+    "launcher": _Policy(
+        "a kernel's launch stub named by nvcc's kernel registration",
+        frozenset({"__cudaPopCallConfiguration", "__cudaGetKernel", "__cudaLaunchKernel", "__cudaLaunchKernel_helper",
+                   "cudaLaunchKernel", "__cxa_guard_acquire", "__cxa_guard_release", "__cxa_guard_abort",
+                   "_Unwind_Resume"}),
+        lambda name: "__device_stub__" in name or "__cudaLaunchKernel_helper" in name),
+    # <iostream>'s initialiser before GCC 13 constructs std::ios_base::Init, registers its destructor and names
+    # nothing else. Every function the compiler named as a translation unit's initialiser is held to it: the
+    # object check lets one through only when its relocations are these.
+    "initialiser": _Policy(
+        "the initialiser of global objects",
+        frozenset({"_ZNSt8ios_base4InitC1Ev", "__cxa_atexit"}),
+        lambda name: False,
+        frozenset({"_ZNSt8ios_base4InitC1Ev", "__cxa_atexit", "_ZStL8__ioinit", "_ZNSt8ios_base4InitD1Ev",
+                   "__dso_handle"})),
+}
+
+_LABEL = re.compile(r"^(?P<name>[A-Za-z_.$][\w.$@]*):\s*$")
+_SIZE = re.compile(r"^\s*\.size\s+(?P<name>[^,\s]+)\s*,")
+_SET = re.compile(r"^\s*\.(?:set|equiv|equ)\s+(?P<name>[^,\s]+)\s*,\s*(?P<target>[^\s]+)\s*$")
+_FUNCTION_TYPE = re.compile(r"^\s*\.type\s+(?P<name>[^,\s]+)\s*,\s*[@%](?:function|gnu_indirect_function)\s*$")
+_COMMON = re.compile(r"^\s*\.(?:comm|lcomm)\s+(?P<name>[^,\s]+)\s*,")
+_INSTRUCTION = re.compile(r"^\s+(?P<op>[a-z][a-z0-9]*)\b\s*(?P<args>.*)$")
+_OPERAND_SYMBOL = re.compile(r"(?<![%\w.$])(?P<name>[A-Za-z_.][\w.$]*)(?:@\w+)?")
+_PREFIXES = frozenset({"rep", "repe", "repz", "repne", "repnz", "lock", "notrack", "bnd", "data16"})
+_X86_REGISTER = re.compile(r"%[re]?(?:ax|bx|cx|dx|si|di|sp|bp|ip)\b|%r\d+")
+
+
+@dataclass
+class _Assembly:
+    """The functions of an assembly file: each label's instructions (mnemonic, operands) up to its `.size` or
+    the next label that is not local (`.L`), the aliases `.set` makes, and the labels typed as functions."""
+
+    bodies: dict[str, list[tuple[str, str]]]
+    aliases: dict[str, str]
+    functions: set[str]
+    common: set[str]  # data defined by `.comm` or `.lcomm` (zero-initialised, no label)
+
+    def resolve(self, name: str) -> str:
+        for _ in range(len(self.aliases) + 1):
+            if name in self.bodies or name not in self.aliases:
+                break
+            name = self.aliases[name]
+        return name
+
+    def defines(self, name: str) -> bool:
+        return name in self.bodies or name in self.aliases or name in self.common
+
+
+def load_time_calls(assembly: str) -> list[str]:
+    """What nvcc's registration constructor and any translation-unit initialiser (`_GLOBAL__sub_I_...`) do
+    beyond their own job, one line each: a call of anything but their allowlisted imports (or of a definition
+    of the candidate's under such a name), an indirect call or jump, atexit or __cxa_atexit more than once,
+    a function named that is not a kernel's launch stub, and in an initialiser any symbol but <iostream>'s.
+    Empty for assembly that is not x86-64 (its syntax is not read here)."""
+    if not _X86_REGISTER.search(assembly):
+        return []
+    parsed = _parse(assembly)
+    problems: list[str] = []
+    for name in sorted(parsed.bodies.keys() | parsed.aliases.keys()):
+        if name in _NVCC_CONSTRUCTORS:
+            problems += _misdeeds(name, "registration", parsed)
+        elif name.startswith(_INITIALISER_PREFIX) and ".cold" not in name:
+            problems += _misdeeds(name, "initialiser", parsed)
+    return list(dict.fromkeys(problems))
+
+
+def _parse(assembly: str) -> _Assembly:
+    parsed = _Assembly({}, {}, set(), set())
+    current: list[tuple[str, str]] | None = None
+    for line in assembly.splitlines():
+        if label := _LABEL.match(line):
+            if not label["name"].startswith(".L"):
+                current = parsed.bodies.setdefault(label["name"], [])
+        elif alias := _SET.match(line):
+            parsed.aliases[alias["name"]] = alias["target"]
+        elif typed := _FUNCTION_TYPE.match(line):
+            parsed.functions.add(typed["name"])
+        elif common := _COMMON.match(line):
+            parsed.common.add(common["name"])
+        elif _SIZE.match(line):
+            current = None
+        elif (instruction := _INSTRUCTION.match(line)) and current is not None:
+            op, args = instruction["op"], instruction["args"].split("#", 1)[0].strip()
+            while op in _PREFIXES and args:  # `notrack jmp *%rax`, `rep stosq`: the instruction is what follows
+                op, _, args = args.partition(" ")
+                op, args = op.strip(), args.strip()
+            current.append((op, args))
+    return parsed
+
+
+def _misdeeds(root: str, root_kind: str, parsed: _Assembly) -> list[str]:
+    """What the code reachable from `root` does beyond what its policy (and those of the functions it runs or
+    names) allows."""
+    problems: list[str] = []
+    registered: dict[str, int] = {}
+    seen: set[tuple[str, str]] = set()
+    pending = [(root, root_kind)]
+    while pending:
+        name, kind = pending.pop()
+        policy = _POLICIES[kind]
+        name = parsed.resolve(name)
+        if (name, kind) in seen:
+            continue
+        seen.add((name, kind))
+        if name not in parsed.bodies:
+            problems.append(f"{policy.what} runs {name}, whose code the assembly does not show")
+            continue
+        indirect_allowed = kind == "registration" and name in _NVCC_CONSTRUCTORS and all(
+            _CLONE_SUFFIX.sub("", match["name"]) in _NVCC_OWN_DATA | _NVCC_HELPERS | policy.calls
+            for _, args in parsed.bodies[name] for match in _OPERAND_SYMBOL.finditer(args)
+            if not match["name"].startswith(".L"))
+        for op, args in parsed.bodies[name]:
+            transfer = op.startswith(("j", "call"))
+            if transfer and args.startswith("*"):
+                if not indirect_allowed:
+                    problems.append(f"{policy.what} calls through a pointer ({op} {args})")
+                continue
+            for match in _OPERAND_SYMBOL.finditer(args):
+                symbol = match["name"]
+                if not symbol.startswith(".L"):
+                    problems += _judge(symbol, transfer, kind, parsed, seen, pending, registered)
+    what = _POLICIES[root_kind].what
+    problems += [f"{what} registers {count} functions with {symbol}" for symbol, count in sorted(registered.items())
+                 if symbol in _REGISTER_ONCE and count > 1]
+    return problems
+
+
+def _judge(symbol: str, transfer: bool, kind: str, parsed: _Assembly, seen: set[tuple[str, str]],
+           pending: list[tuple[str, str]], registered: dict[str, int]) -> list[str]:
+    """The problem with one symbol an instruction of a `kind` function names (a call when `transfer`), if any;
+    a function it may run is added to `pending`, an allowed import it calls counted in `registered`."""
+    policy = _POLICIES[kind]
+    if policy.names is not None and symbol not in policy.names:
+        return [f"{policy.what} {'calls' if transfer else 'uses'} {symbol}"]
+    if symbol in policy.calls:
+        if parsed.defines(symbol):
+            return [f"{policy.what} calls the candidate's own {symbol}"]
+        if transfer:
+            registered[symbol] = registered.get(symbol, 0) + 1
+        return []
+    if policy.names is not None:  # a listed name that is not a call
+        return []
+    is_function = transfer or parsed.resolve(symbol) in parsed.functions
+    clone_of_seen = any(_CLONE_SUFFIX.sub("", symbol) == _CLONE_SUFFIX.sub("", name) for name, _ in seen)
+    if is_function and (policy.follows(_CLONE_SUFFIX.sub("", symbol)) or clone_of_seen):
+        pending.append((symbol, kind))
+    elif transfer:
+        return [f"{policy.what} calls {symbol}"]
+    elif is_function:
+        pending.append((symbol, policy.operand_policy))
+    elif not parsed.defines(symbol):
+        return [f"{policy.what} uses {symbol}"]
+    return []

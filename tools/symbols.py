@@ -4,8 +4,11 @@ families that names the reasons.
 The boundary is an allowlist (tools/allowed_imports.py): the object and its library may import only what
 is listed there (or belongs to a library the run allows), so a glibc function nobody thought of is refused
 like a listed one. The object may not carry code that runs when its library loads (init, fini and preinit
-arrays by section type or name, IFUNC resolvers), except nvcc's own registration constructor, nor define
-names the harness reserves; the library exports kb_forward alone.
+arrays by section type or name, IFUNC resolvers), except nvcc's own registration constructor (and, before
+GCC 13, <iostream>'s initialiser; what both do is checked in the host compiler's assembly,
+tools/host_code.py), nor define names the harness reserves or the trusted code linked with it calls; its
+sections are code, data and constants alone (an allowlist of names and flags); the library exports
+kb_forward alone.
 
 The catalogue lists the API families candidates may not use (files, processes and signals, raw system
 calls, environment, threads, dynamic loading and symbol lookup, IPC, profiler control, device control,
@@ -26,12 +29,28 @@ from pydantic import BaseModel
 
 from kernelblaster.tools.allowed_imports import ALLOWED_WORDS, LINK_IMPORTS, is_listed, plain_name
 from kernelblaster.tools.elf import (
+    SHF_ALLOC,
+    SHF_EXECINSTR,
+    SHF_WRITE,
     SHT_FINI_ARRAY,
+    SHT_GROUP,
     SHT_INIT_ARRAY,
+    SHT_NOBITS,
+    SHT_NOTE,
+    SHT_NULL,
     SHT_PREINIT_ARRAY,
+    SHT_PROGBITS,
+    SHT_RELA,
+    SHT_STRTAB,
+    SHT_SYMTAB,
+    SHT_SYMTAB_SHNDX,
+    SHT_X86_64_UNWIND,
     STB_LOCAL,
+    STT_COMMON,
     STT_GNU_IFUNC,
+    STT_OBJECT,
     STT_SECTION,
+    STT_TLS,
     ElfFile,
     Relocation,
 )
@@ -230,6 +249,20 @@ _NVCC_CONSTRUCTORS = frozenset({"_ZL24__sti____cudaRegisterAllv", "__sti____cuda
 _IOSTREAM_INIT_REFERENCES = frozenset({"_ZNSt8ios_base4InitC1Ev", "_ZNSt8ios_base4InitD1Ev", "__cxa_atexit",
                                        "__dso_handle", "_ZStL8__ioinit"})
 _LOAD_TIME_NAMES = re.compile(r"^\.(?:init|fini)$|^\.(?:init_array|fini_array|preinit_array|ctors|dtors)(?:\.|$)")
+# The sections a compiled candidate is made of: the host compiler's and nvcc's own, and what a `section` attribute
+# may name (code, data, constants, thread-local data). Any other is read by the linker or the loader as
+# instructions, not content: data in a `.rela.*` section becomes the library's dynamic relocations (an IRELATIVE
+# one calls a function when the library loads, also under the name of a real relocation section, `.rela.text`),
+# `.gnu.lto_*` is compiled at link time past every check of the object. Code only in `.text` sections, never
+# writable; no data object in them (machine code as data, called through a pointer, is inline assembly by
+# another name).
+_CONTENT_SECTIONS = re.compile(r"\.(?:text|data|bss|rodata|tdata|tbss|gcc_except_table)(?:\..+)?"
+                               r"|\.(?:eh_frame|comment|note\.GNU-stack|nv_fatbin|nvFatBinSegment)|__nv_module_id")
+_BOOKKEEPING_SECTIONS = {SHT_SYMTAB: (".symtab",), SHT_STRTAB: (".strtab", ".shstrtab"), SHT_GROUP: (".group",),
+                         SHT_SYMTAB_SHNDX: (".symtab_shndx",), SHT_NOTE: (".note.gnu.property",),
+                         SHT_X86_64_UNWIND: (".eh_frame",)}
+_CODE_SECTIONS = re.compile(r"\.text(?:\..+)?")
+_DATA_SYMBOL_TYPES = frozenset({STT_OBJECT, STT_COMMON, STT_TLS})
 LOAD_TIME_HINT = ("make the object a function-local static (created on first use) or a plain pointer set up in "
                   "kb_forward")
 
@@ -241,11 +274,14 @@ def undefined_symbols(object_path: Path) -> list[str]:
     return [names[name] for name in needed]
 
 
-def check_object(object_path: Path, allow: frozenset[str]) -> list[SymbolViolation]:
+def check_object(object_path: Path, allow: frozenset[str], linked_with: frozenset[str] = frozenset()
+                 ) -> list[SymbolViolation]:
     """Violations in a compiled candidate object: imports that are not listed (tools/allowed_imports.py),
-    library code it was built from, names reserved for the harness, and code that would run when its library
-    loads (anything in the init and fini arrays besides nvcc's own registration, whatever the section is
-    called; IFUNC resolvers)."""
+    library code it was built from, names reserved for the harness or called by the trusted code linked into
+    its library (the C runtime's start-up files' and `linked_with`: the linker would bind their calls to the
+    candidate's definition, such as __gmon_start__, which _init calls at load), code that would run when its
+    library loads (anything in the init and fini arrays besides nvcc's own registration, whatever the section
+    is called; IFUNC resolvers) and sections that are not code, data or constants."""
     elf = ElfFile(object_path)
     symbols = elf.symbols()
     needed = [symbol.name for symbol in symbols if symbol.name and not symbol.defined]
@@ -262,12 +298,67 @@ def check_object(object_path: Path, allow: frozenset[str]) -> list[SymbolViolati
             violations.append(SymbolViolation(
                 rule="reserved_name", symbol=symbol.name,
                 message=f"the object defines {symbol.name}, a name the harness reserves; rename it"))
+        elif symbol.binding != STB_LOCAL and plain_name(symbol.name) in LINK_IMPORTS | linked_with:
+            violations.append(SymbolViolation(
+                rule="reserved_name", symbol=symbol.name,
+                message=f"the object defines {symbol.name}, which the trusted code linked into its library calls "
+                        "(the workspace wrappers, the C runtime's start-up files); rename it, or make it static"))
         if symbol.type == STT_GNU_IFUNC:
             violations.append(SymbolViolation(
                 rule="load_time_code", symbol=names[symbol.name],
                 message=f"{names[symbol.name]} is an IFUNC, whose resolver runs when the library loads; candidates "
                         "may not run code at load time"))
-    return violations + load_time_code(elf)
+    return violations + load_time_code(elf) + unlisted_sections(elf)
+
+
+def unlisted_sections(elf: ElfFile) -> list[SymbolViolation]:
+    """Sections of the object that are not code, data, constants or the compiler's bookkeeping (init, fini and
+    preinit arrays are load_time_code's), code sections by another name or writable, and data objects defined
+    in code sections."""
+    violations = []
+    for section in elf.sections:
+        if section.type in (SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY) or _LOAD_TIME_NAMES.match(section.name):
+            continue
+        if not _listed_section(elf, section.index):
+            violations.append(SymbolViolation(
+                rule="object_section", symbol=section.name,
+                message=f"the object has a section {section.name} (type {section.type}), which the linker or the "
+                        "loader would read as instructions: candidates may place code and data only in .text*, "
+                        ".data*, .rodata* and .bss* sections"))
+        elif section.flags & SHF_EXECINSTR and (section.flags & SHF_WRITE
+                                                or not _CODE_SECTIONS.fullmatch(section.name)):
+            violations.append(SymbolViolation(
+                rule="object_section", symbol=section.name,
+                message=f"the object has executable code in {section.name}, which is not a read-only .text section: "
+                        "candidates may not make data executable"))
+    for symbol in elf.symbols():
+        if (symbol.type in _DATA_SYMBOL_TYPES and 0 < symbol.section < len(elf.sections)
+                and elf.sections[symbol.section].flags & SHF_EXECINSTR):
+            where = elf.sections[symbol.section].name
+            violations.append(SymbolViolation(
+                rule="object_section", symbol=symbol.name,
+                message=f"the object puts the data {symbol.name} in the code section {where}: candidates may not "
+                        "run data as machine code (host code may not contain assembly in any spelling)"))
+    return violations
+
+
+def _listed_section(elf: ElfFile, index: int) -> bool:
+    """Whether section `index` is one a compiled candidate is made of (a relocation section: of such a section)."""
+    section = elf.sections[index]
+    if section.type == SHT_NULL:
+        return index == 0
+    if section.type in (SHT_PROGBITS, SHT_NOBITS):
+        return _CONTENT_SECTIONS.fullmatch(section.name) is not None
+    if section.type == SHT_RELA:
+        target = elf.sections[section.info] if 0 < section.info < len(elf.sections) else None
+        if target is None or target.type == SHT_RELA:
+            return False
+        # The assembler's relocations are not loaded; a loaded one (data named `.rela.text`) joins the library's
+        # dynamic relocations.
+        return (section.name == f".rela{target.name}" and not section.flags & SHF_ALLOC
+                and (target.type in (SHT_INIT_ARRAY, SHT_FINI_ARRAY, SHT_PREINIT_ARRAY)
+                     or _LOAD_TIME_NAMES.match(target.name) is not None or _listed_section(elf, target.index)))
+    return section.name in _BOOKKEEPING_SECTIONS.get(section.type, ())
 
 
 def load_time_code(elf: ElfFile) -> list[SymbolViolation]:

@@ -2,9 +2,10 @@
 
 Plain data, no tests. Each file says in its first comment what it tries. A candidate is compiled with the
 shared parts in tests/hostile/parts/ put after its includes (`candidate_source`): a raw system call (`sys`,
-`say`) where it uses one, and a correct elementwise_swish_scale (`launch_swish`, and kb_forward when the file
-has none), so its verdict is decided by what the rules, the sandbox and the harness do about its attack
-alone; a refused candidate that uses none of them is compiled as it is.
+`say`) where it uses one, forged protocol replies (`print_forged_replies`) where it prints them, and a correct
+elementwise_swish_scale (`launch_swish`, and kb_forward when the file has none), so its verdict is decided
+by what the rules, the sandbox and the harness do about its attack alone; a refused candidate that uses none
+of them is compiled as it is.
 - `refused_by`: every rule that stops it when it is built (empty: it builds).
 - `at_load`: what happens when it is built with the build's rules switched off (they are the early warning,
   not the boundary) and its driver starts in the sandbox (no GPU needed: load-time code runs before CUDA):
@@ -67,7 +68,8 @@ class HostileCase:
         if not runs and "launch_swish" not in text:
             return text
         parts = (["raw_syscall.h"] if re.search(r"\b(?:sys|say)\(", text) else [])
-        parts += (["checker_logs.h"] if "for_each_checker_file(" in text else []) + ["swish.h"]
+        parts += (["checker_logs.h"] if "for_each_checker_file(" in text else [])
+        parts += (["forged_replies.h"] if "print_forged_replies" in text else []) + ["swish.h"]
         lines = text.splitlines(keepends=True)
         after_includes = max(i for i, line in enumerate(lines) if line.startswith("#include")) + 1
         shared = "".join((PARTS_DIR / part).read_text() + "\n" for part in parts)
@@ -125,6 +127,24 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _refused("incbin_stringised", "host_assembly"),
     _refused("unlisted_glibc", "unlisted_import"),
     _contained("concat_init_array", ("load_time_code",), "starts"),
+    # Load-time code through the two load-time functions the object check lets through (nvcc's registration,
+    # <iostream>'s initialiser), seen in the host compiler's assembly; sections the linker or the loader obeys
+    # (dynamic relocations, link-time IR) and machine code as data, refused by the object's list of sections;
+    # asm a candidate's macro puts on a header's line; definitions that take the calls of the trusted code
+    # linked into the candidate's library.
+    _contained("iostream_initialiser_call", ("load_time_code",), "forged", None, "forged_result"),
+    _contained("named_initialiser_same_section", ("load_time_code",), "forged", None, "forged_result"),
+    _contained("device_variable_operator_address", ("load_time_code",), "forged", None, "forged_result"),
+    _contained("device_variable_pointer_call", ("load_time_code",), "forged", None, "forged_result"),
+    _contained("registration_atexit_label", ("load_time_code", "reserved_name"), "forged", None, "forged_result"),
+    _refused("relocation_section_irelative", "object_section"),
+    _refused("lto_section_ir", "object_section"),
+    _contained("machine_code_in_text", ("object_section",), "starts"),
+    _contained("system_header_macro_asm", ("host_assembly",), "starts"),
+    _contained("header_macro_inline_asm", ("host_assembly",), "starts"),
+    _contained("gmon_start_definition", ("reserved_name",), "forged", None, "forged_result"),
+    _contained("workspace_memset_shadow", ("reserved_name",), "starts"),
+    _contained("cxa_finalize_definition", ("reserved_name",), "starts"),
     # Past the rules when they are switched off: the sandbox contains them.
     _contained("exec_raw_syscall", RAW_AT_LOAD, "blocked", "execve", "sandbox_violation"),
     _contained("fork_raw_syscall", RAW_AT_LOAD, "blocked", "fork", "sandbox_violation"),

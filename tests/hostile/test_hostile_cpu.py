@@ -28,6 +28,7 @@ from kernelblaster.tools.nvcc import compile_object
 from kernelblaster.tools.sandbox import Sandbox, prepare
 
 ARCH = "sm_90"
+HONEST_DIR = Path(__file__).resolve().parent / "honest"
 
 
 class Builds:
@@ -68,6 +69,19 @@ def test_each_hostile_candidate_is_refused_by_the_rules_it_breaks_or_built(case:
     else:
         assert built.stage == "static_violation" and built.program is None
         assert {v.rule for v in built.violations} == case.refused_by, [v.message for v in built.violations]
+
+
+HONEST_NEIGHBOURS = sorted(HONEST_DIR.glob("*.cu"))
+
+
+@pytest.mark.parametrize("path", HONEST_NEIGHBOURS, ids=lambda p: p.stem)
+def test_honest_code_beside_what_the_hostile_candidates_attack_builds(path: Path, builds: Builds) -> None:
+    # Struct-typed __device__ and __constant__ variables (registered by nvcc's constructor), template kernels
+    # with struct parameters (their launch stubs are named there), <iostream>'s initialiser, a named .text
+    # section, the toolkit's header libraries and their own host asm.
+    built = build_candidate(path.read_text(), builds.header, builds.root / f"honest-{path.stem}", arch=ARCH,
+                            allow=frozenset(), cache_dir=builds.root / "cache", sandbox=builds.sandbox)
+    assert built.stage == "ok", [v.message for v in built.violations] or built.log
 
 
 @pytest.mark.parametrize("case", [c for c in HOSTILE_CASES if c.refused_by], ids=lambda c: c.name)
