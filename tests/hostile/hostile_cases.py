@@ -67,16 +67,22 @@ class HostileCase:
         runs = self.at_load is not None or bool(self.unchecked_verdicts) or not self.refused_by
         if not runs and "launch_swish" not in text:
             return text
-        parts = (["raw_syscall.h"] if re.search(r"\b(?:sys|say)\(", text) else [])
-        parts += (["checker_logs.h"] if "for_each_checker_file(" in text else [])
-        parts += (["forged_replies.h"] if "print_forged_replies" in text else []) + ["swish.h"]
-        lines = text.splitlines(keepends=True)
-        after_includes = max(i for i, line in enumerate(lines) if line.startswith("#include")) + 1
-        shared = "".join((PARTS_DIR / part).read_text() + "\n" for part in parts)
-        source = "".join(lines[:after_includes]) + "\n" + shared + "".join(lines[after_includes:])
-        if "kb_forward" not in text:
-            source += "\n" + (PARTS_DIR / "swish_forward.h").read_text()
-        return source
+        return with_parts(text)
+
+
+def with_parts(text: str) -> str:
+    """A candidate's file with the shared parts it uses (tests/hostile/parts) after its includes: the correct
+    swish kernel always, and a `kb_forward` launching it where the file has none."""
+    parts = (["raw_syscall.h"] if re.search(r"\b(?:sys|say)\(", text) else [])
+    parts += (["checker_logs.h"] if "for_each_checker_file(" in text else [])
+    parts += (["forged_replies.h"] if "print_forged_replies" in text else []) + ["swish.h"]
+    lines = text.splitlines(keepends=True)
+    after_includes = max(i for i, line in enumerate(lines) if line.startswith("#include")) + 1
+    shared = "".join((PARTS_DIR / part).read_text() + "\n" for part in parts)
+    source = "".join(lines[:after_includes]) + "\n" + shared + "".join(lines[after_includes:])
+    if "kb_forward" not in text:
+        source += "\n" + (PARTS_DIR / "swish_forward.h").read_text()
+    return source
 
 
 STATIC = frozenset({"static_violation"})
