@@ -498,7 +498,7 @@ class CandidateEvaluator:
         (harness/timing.py); a median the harness's clock contradicts is `forged_result`."""
         clock = StageClock()
         with clock.timing("event_timing"):
-            _fill_with_timing_cases(self.references, sets)
+            _fill_with_timing_arguments(self.references, sets)
             inputs = TimedInputs(sets)  # digested as filled: the event-timed calls must leave them so too
             timing = time_candidate(session, list(range(len(sets))), self.options.timeout_s)
             escape = stream_escape_check(timing)
@@ -638,9 +638,10 @@ def _fill_with_seeds(references: ReferenceCache, sets: list[SharedSet]) -> None:
     torch.cuda.synchronize(references.gpu)
 
 
-def _fill_with_timing_cases(references: ReferenceCache, sets: list[SharedSet]) -> None:
-    """Every set gets a timing case of its own (seeds verification never uses): timing and verification calls
-    run on the same sets, and no set is verification's alone."""
+def _fill_with_timing_arguments(references: ReferenceCache, sets: list[SharedSet]) -> None:
+    """Every set gets the arguments of a seed of its own that verification never uses (no reference: what a set
+    must give is computed when a batch is checked): timing and verification calls run on the same sets, and no
+    set is verification's alone."""
     for index, shared in enumerate(sets):
         tensor_args, params = references.timing_arguments(index)
         shared.fill(tensor_args, params)

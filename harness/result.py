@@ -45,7 +45,8 @@ class TrustedTiming(BaseModel):
     per_call_ms: float = Field(description="The lowest per-call time of the checked batches, ms: the event median "
                                            "may not lie further below it than `tolerance_ms`")
     tolerance_ms: float = Field(description="How far below `per_call_ms` the event median may lie: 5% of it, or the "
-                                            "round trip's measured jitter per call where that is larger, ms")
+                                            "fastest checked batch's measured jitter per call where that is "
+                                            "larger, ms")
     round_trip_ms: float = Field(description="The fastest empty batch on the null candidate's driver, ms")
     batches: int = Field(description="Batches run")
     checked_batches: int = Field(description="Batches whose outputs were all checked (chosen after they ran)")
