@@ -58,7 +58,7 @@ from kernelblaster.harness.result import (
 from kernelblaster.harness.roofline import GpuPeaks, roofline_check, roofline_for
 from kernelblaster.harness.stats import TimingStats
 from kernelblaster.kb.operations import OperationKind
-from kernelblaster.kb.snippets import load_snippet, starting_point_for
+from kernelblaster.kb.snippets import load_snippet, starting_points_for
 from kernelblaster.kb.store import KnowledgeBase
 from kernelblaster.kb.tokens import default_token_counter
 from kernelblaster.nodes.kernels import CudaAnswer
@@ -224,8 +224,8 @@ def _stats(ms: float) -> TimingStats:
 
 
 def stand_in_kernel(pytorch_source: str) -> str:
-    start = starting_point_for(pytorch_source)
-    snippet = start.snippet if start is not None else load_snippet("vectorized_tail")
+    starts = starting_points_for(pytorch_source, "strict")
+    snippet = starts[0].snippet if starts else load_snippet("vectorized_tail")
     return f'#include "kb_problem.h"\n{snippet.source}{GLUE}'
 
 

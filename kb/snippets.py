@@ -5,10 +5,10 @@ one core pattern, whose leading `//` comment says what it does and how to use it
 snippets by NAME; the prompt slice shows the snippet of the top offered technique. Each snippet compiles on
 its own and, appended with a problem's kb_forward, passes the harness on a small problem (tests/).
 
-`starting_point_for(pytorch_source)` gives the snippet a first kernel of a GEMM- or convolution-shaped
-problem should build on (a tiled kernel, not the naive loop), with the catalogue technique such a kernel
-applies (so that selection need not offer it again), or None for other problems. `starting_points_for` adds
-the alternative a precision policy admits beside it: under `strict`, a GEMM's 3xTF32 tensor-core snippet.
+`starting_points_for(pytorch_source, precision)` gives the snippet a first kernel of a GEMM- or
+convolution-shaped problem should build on (a tiled kernel, not the naive loop), with the catalogue technique
+such a kernel applies (so that selection need not offer it again), then the alternative the precision policy
+admits beside it (under `strict`, a GEMM's 3xTF32 tensor-core snippet); none for other problems.
 """
 
 from __future__ import annotations
@@ -117,12 +117,6 @@ def starting_points(kind: ProblemKind, precision: PrecisionPolicy) -> list[Start
         snippet, technique = alternative
         points.append(StartingPoint(kind=kind, technique=technique, snippet=load_snippet(snippet)))
     return points
-
-
-def starting_point_for(pytorch_source: str) -> StartingPoint | None:
-    """The starting point for the problem whose PyTorch source this is, or None if its kind has none."""
-    kind = problem_kind(pytorch_source)
-    return None if kind is None else starting_point(kind)
 
 
 def starting_points_for(pytorch_source: str, precision: PrecisionPolicy) -> list[StartingPoint]:

@@ -209,9 +209,9 @@ def starting_point_section(pytorch_source: str, precision: PrecisionPolicy) -> s
     """The verified tiled code a first kernel of a GEMM or convolution problem builds on, with the alternative
     the precision policy admits beside it and when to pick which; empty for other problems."""
     points = starting_points_for(pytorch_source, precision)
-    text = briefing_text()
     if not points:
         return ""
+    text = briefing_text()
     if len(points) == 1:
         start = points[0]
         section = text.fill("starting point", kind=start.kind, snippet=start.snippet.name,

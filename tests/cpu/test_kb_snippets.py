@@ -28,7 +28,6 @@ from kernelblaster.kb.snippets import (
     problem_kind,
     snippet_names,
     starting_point,
-    starting_point_for,
     starting_points_for,
 )
 from kernelblaster.kb.tokens import default_token_counter
@@ -115,8 +114,8 @@ def test_the_3xtf32_gemm_compiles_for_ampere_and_hopper_without_spilling_registe
     [("gemm_bias_relu", "tiled_sgemm"), ("softmax_rows", None), ("elementwise_swish_scale", None)],
 )
 def test_starting_point_of_an_example_problem(problem: str, snippet: str | None) -> None:
-    found = starting_point_for((EXAMPLE_PROBLEMS / f"{problem}.py").read_text())
-    assert (found.snippet.name if found else None) == snippet
+    found = starting_points_for((EXAMPLE_PROBLEMS / f"{problem}.py").read_text(), "strict")
+    assert (found[0].snippet.name if found else None) == snippet
 
 
 def test_a_gemm_under_strict_is_offered_the_3xtf32_snippet_after_the_ffma_one() -> None:
