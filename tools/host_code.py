@@ -307,12 +307,13 @@ _POLICIES = {
                    "__cudaRegisterFunction", "__cudaRegisterVar", "__cudaRegisterManagedVar", "__cudaRegisterTexture",
                    "__cudaRegisterSurface", "__cudaInitModule", "atexit"}),
         _NVCC_HELPERS.__contains__),
-    # A kernel's host function (nvcc's launch stub, inlined or not): pops the launch configuration and launches.
+    # A kernel's host function (nvcc's launch stub, inlined or not): pops the launch configuration and launches;
+    # its array of argument pointers makes the stack protector check a canary (__stack_chk_fail aborts).
     "launcher": _Policy(
         "a kernel's launch stub named by nvcc's kernel registration",
         frozenset({"__cudaPopCallConfiguration", "__cudaGetKernel", "__cudaLaunchKernel", "__cudaLaunchKernel_helper",
                    "cudaLaunchKernel", "__cxa_guard_acquire", "__cxa_guard_release", "__cxa_guard_abort",
-                   "_Unwind_Resume"}),
+                   "_Unwind_Resume", "__stack_chk_fail"}),
         lambda name: "__device_stub__" in name or "__cudaLaunchKernel_helper" in name),
     # <iostream>'s initialiser before GCC 13 constructs std::ios_base::Init, registers its destructor and names
     # nothing else. Every function the compiler named as a translation unit's initialiser is held to it: the

@@ -188,8 +188,12 @@ def _listed_archs(nvcc: Path) -> tuple[str, ...]:
 
 
 # What every object (candidates, the driver) is compiled with besides its arch: no --use_fast_math, so expf,
-# division and sqrt are IEEE-accurate unless a kernel calls the intrinsics itself.
-COMPILE_FLAGS = ("-c", "-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "-Xptxas", "-v")
+# division and sqrt are IEEE-accurate unless a kernel calls the intrinsics itself. The stack protector is
+# named, not left to the host compiler's default: Ubuntu's GCC turns it on and Debian's does not, and the
+# load-time check reads the host assembly it changes (a launch stub then calls __stack_chk_fail); at 404fc51
+# that difference refused every honest kernel on the GPU machine while every CPU test passed.
+COMPILE_FLAGS = ("-c", "-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC,-fstack-protector-strong",
+                 "-Xptxas", "-v")
 FAST_MATH_FLAGS = frozenset({"--use_fast_math", "-use_fast_math"})
 
 

@@ -151,6 +151,7 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _contained("gmon_start_definition", ("reserved_name",), "forged", None, "forged_result"),
     _contained("workspace_memset_shadow", ("reserved_name",), "starts"),
     _contained("cxa_finalize_definition", ("reserved_name",), "starts"),
+    _contained("stack_chk_fail_definition", ("load_time_code",), "starts"),
     # Past the rules when they are switched off: the sandbox contains them.
     _contained("exec_raw_syscall", RAW_AT_LOAD, "blocked", "execve", "sandbox_violation"),
     _contained("fork_raw_syscall", RAW_AT_LOAD, "blocked", "fork", "sandbox_violation"),
