@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run named benchmarks on a GPU machine, each within its own limit, its printout kept as $OUT/bench-NAME.log
 # (the benchmarks print their figures; docs/measured.md records them with the GPU and commit):
-#   .ci/device/gpu_benchmarks.sh stages load_inline sandbox export scaling baseline2 baseline3
+#   .ci/device/gpu_benchmarks.sh stages load_inline sandbox export scaling scaling_ray baseline2 baseline3
 # In the background, polled by later calls, as the GPU specification's parts are:
 #   setsid .ci/device/gpu_benchmarks.sh stages export > /tmp/b/run.log 2>&1 &   (OUT=/tmp/b)
 # KernelBench is read from $KERNELBLASTER_KERNELBENCH (a writable copy carried beside the repository).
@@ -17,6 +17,8 @@ limit[load_inline]=900 command[load_inline]="python3 benchmarks/harness_vs_load_
 limit[sandbox]=600 command[sandbox]="python3 benchmarks/sandbox_overhead.py --repeats 7"
 limit[export]=1500 command[export]="python3 benchmarks/export_timing.py --kernelbench"
 limit[scaling]=1800 command[scaling]="python3 benchmarks/suite_scaling.py --repeats 2"
+# The same and a local Ray cluster of both GPUs; Ray travels in parts first (.ci/device/ray_parts.sh).
+limit[scaling_ray]=2400 command[scaling_ray]="python3 benchmarks/suite_scaling.py --repeats 2 --ray"
 limit[baseline2]=3600 command[baseline2]="python3 -m kernelblaster.graph bench baseline $kernelbench --level 2
   --precision pytorch-default --gpus $gpus --out $out/baseline-level2"
 limit[baseline3]=3600 command[baseline3]="python3 -m kernelblaster.graph bench baseline $kernelbench --level 3
