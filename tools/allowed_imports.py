@@ -129,8 +129,9 @@ IMPORT_GROUPS: tuple[ImportGroup, ...] = (
                "__snprintf_chk __vsprintf_chk __vsnprintf_chk stdout stderr"),
         (r"^std::(?:cout|cerr|clog)$", r"^std::basic_ostream<char", r"^std::ostream::", r"^std::__ostream_insert",
          r"^std::endl<", r"^std::flush<", r"^std::basic_ios<char", r"^std::ios_base::", r"^std::ctype<char>::",
-         r"^std::locale::(?!global\()", r"^std::basic_streambuf<char", r"^std::__cxx11::basic_(?:o|i)?stringstream<char",
-         r"^std::__cxx11::basic_stringbuf<char", r"^(?:VTT|vtable|typeinfo) for std::(?:__cxx11::)?basic_"
+         r"^std::locale::(?!global\()", r"^std::basic_streambuf<char",
+         r"^std::__cxx11::basic_(?:o|i)?stringstream<char", r"^std::__cxx11::basic_stringbuf<char",
+         r"^(?:VTT|vtable|typeinfo) for std::(?:__cxx11::)?basic_"
          r"(?:o|i)?(?:stringstream|stringbuf|ostream|ios|streambuf)<char"),
     ),
     ImportGroup(

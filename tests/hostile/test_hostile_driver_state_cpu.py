@@ -82,7 +82,7 @@ def run_conversions(program: Path, *args: str) -> tuple[list[str], str]:
 def test_the_drivers_numbers_are_written_as_in_the_c_locale_under_a_decimal_comma(conversions: Path) -> None:
     lines, stderr = run_conversions(conversions, "format")
     assert "decimal comma on: 0.5 is now 0,5" in stderr  # the switch took: C's own printf writes a comma
-    expected = ["%.9g" % v for v in (0.123456789012, 1234567.25, 1.0e-5, 2.5e12, -0.5)] + ["1234567"]
+    expected = [f"{v:.9g}" for v in (0.123456789012, 1234567.25, 1.0e-5, 2.5e12, -0.5)] + ["1234567"]
     assert lines == expected
 
 
