@@ -59,7 +59,7 @@ DRIVER_SOURCE = DRIVER_DIR / "kb_driver.cu"
 WORKSPACE_SOURCE = DRIVER_DIR / "kb_workspace.cu"  # the trusted allocation wrappers in every candidate's library
 DRIVER_VERSION_SCRIPT = DRIVER_DIR / "kb_driver.map"
 CANDIDATE_VERSION_SCRIPT = DRIVER_DIR / "kb_candidate.map"
-DRIVER_SONAME = "libkb_driver.so"  # how a candidate's library names the driver it binds the poison flag from
+DRIVER_SONAME = "libkb_driver.so"  # the driver library's own name
 LAUNCHER_SOURCE = DRIVER_DIR / "kb_launcher.c"
 SOURCE_NAME = "candidate.cu"
 HEADER_NAME = "kb_problem.h"
@@ -183,13 +183,14 @@ def _compile_and_check(result: BuildResult, source_path: Path, workdir: Path, *,
 
 def _link(result: BuildResult, candidate: Path, workdir: Path, *, arch: str, allow: frozenset[str],
           cache_dir: Path, sandbox: Sandbox | None) -> None:
-    """Link the candidate's object with the trusted allocation wrappers into its own library, against the
-    driver's, and check what the library imports and exports; `result` says how far it got."""
+    """Link the candidate's object with the trusted allocation wrappers into its own library (which needs
+    nothing from the driver's), and check what the library imports and exports; `result` says how far it
+    got."""
     driver = driver_library(arch, cache_dir, sandbox)
     libraries = link_libraries(allow)
     workspace = trusted_object(WORKSPACE_SOURCE, arch, cache_dir, sandbox).output
     assert workspace is not None
-    result.link = link_shared_library([candidate, workspace, driver], workdir / LIBRARY_NAME, arch=arch,
+    result.link = link_shared_library([candidate, workspace], workdir / LIBRARY_NAME, arch=arch,
                                       libraries=libraries, sandbox=sandbox,
                                       version_script=CANDIDATE_VERSION_SCRIPT, wrap_allocators=True)
     if result.link.output is None:
@@ -281,7 +282,7 @@ def driver_object(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> Compil
 
 def driver_library(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> Path:
     """The test driver's own shared library for `arch`, linked once per driver object, version script and nvcc;
-    later calls find it. It exports kb_driver_main and the poison flag alone (kb_driver.map)."""
+    later calls find it. It exports kb_driver_main alone (kb_driver.map)."""
     driver = driver_object(arch, cache_dir, sandbox).output
     assert driver is not None  # trusted_object raises otherwise
     key = hashlib.sha256(driver.read_bytes() + DRIVER_VERSION_SCRIPT.read_bytes()

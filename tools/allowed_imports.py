@@ -122,14 +122,16 @@ IMPORT_GROUPS: tuple[ImportGroup, ...] = (
     ),
     ImportGroup(
         "printing",
-        "messages on the standard streams, which the launcher points at stderr (never the protocol)",
+        "messages on the standard streams, which the launcher points at stderr (never the protocol); a stream's "
+        "own locale, never the process's (std::locale::global, like setlocale, is not listed)",
         _words("printf fprintf vprintf vfprintf puts fputs putchar fputc putc fwrite fflush perror snprintf sprintf "
                "vsnprintf vsprintf __printf_chk __fprintf_chk __vprintf_chk __vfprintf_chk __sprintf_chk "
                "__snprintf_chk __vsprintf_chk __vsnprintf_chk stdout stderr"),
         (r"^std::(?:cout|cerr|clog)$", r"^std::basic_ostream<char", r"^std::ostream::", r"^std::__ostream_insert",
          r"^std::endl<", r"^std::flush<", r"^std::basic_ios<char", r"^std::ios_base::", r"^std::ctype<char>::",
-         r"^std::locale::", r"^std::basic_streambuf<char", r"^std::__cxx11::basic_(?:o|i)?stringstream<char",
-         r"^std::__cxx11::basic_stringbuf<char", r"^(?:VTT|vtable|typeinfo) for std::(?:__cxx11::)?basic_"
+         r"^std::locale::(?!global\()", r"^std::basic_streambuf<char",
+         r"^std::__cxx11::basic_(?:o|i)?stringstream<char", r"^std::__cxx11::basic_stringbuf<char",
+         r"^(?:VTT|vtable|typeinfo) for std::(?:__cxx11::)?basic_"
          r"(?:o|i)?(?:stringstream|stringbuf|ostream|ios|streambuf)<char"),
     ),
     ImportGroup(
@@ -156,11 +158,9 @@ IMPORT_GROUPS: tuple[ImportGroup, ...] = (
 )
 
 # What the trusted parts of every candidate's link bring along, whoever wrote the candidate: the C runtime's
-# start-up files (weak references the dynamic loader fills or leaves null) and the workspace wrappers
-# (harness/driver/kb_workspace.cu, reading the driver's poison flag). The candidate's own object may not
+# start-up files (weak references the dynamic loader fills or leaves null). The candidate's own object may not
 # import them.
-LINK_IMPORTS = _words("_ITM_deregisterTMCloneTable _ITM_registerTMCloneTable __gmon_start__ __cxa_finalize "
-                      "kb_poison_workspace")
+LINK_IMPORTS = _words("_ITM_deregisterTMCloneTable _ITM_registerTMCloneTable __gmon_start__ __cxa_finalize")
 
 ALLOWED_WORDS = "the CUDA runtime, math, memory and string functions, printing to stdout/stderr and the C++ runtime"
 

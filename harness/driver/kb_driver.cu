@@ -1,8 +1,8 @@
 // KernelBlaster test driver: runs one candidate's kb_forward in its own process, on buffers the trusted
 // Python harness owns and shares through CUDA IPC, and answers a one-line JSON protocol.
 //
-// Built once per GPU arch into its own shared library (kb_driver.map: it exports kb_driver_main and the
-// workspace-poisoning flag alone, and is linked -z now -Bsymbolic, so every call it makes is bound to its
+// Built once per GPU arch into its own shared library (kb_driver.map: it exports kb_driver_main alone, and is
+// linked -z now -Bsymbolic, so every call it makes is bound to its
 // own code or its libraries before any candidate code exists in the process). Each candidate is a second
 // shared library (exporting kb_forward alone) that the launcher (kb_launcher.c) loads after this one, with
 // RTLD_LOCAL, once it has confined the process; nothing here can bind to a candidate's symbol. The launcher
@@ -29,14 +29,17 @@
 // A CUDA error exits with status 3 after the reply (sticky errors leave the context unusable). The
 // sequence numbers let the harness tell the driver's replies from lines a hostile candidate writes into
 // the protocol; what a candidate could still fake is cross-checked by the harness (driver_process.py).
+// Requests are read and replies written with read(2) and write(2), and every number in them goes through
+// kb_json.h's locale-free conversions: the candidate may change the process's C or C++ locale (or stdio's
+// state), and none of that reaches the protocol.
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
 #include <map>
 #include <random>
 #include <string>
@@ -48,25 +51,10 @@
 using kbjson::RequestError;
 using kbjson::Value;
 
-// ---------------------------------------------------------------------------------------------------
-// Workspace poisoning. The candidate's cudaMalloc family is wrapped inside its own library
-// (kb_workspace.cu), which reads this flag: during every call of `run`, `batch` and `time` new workspace is
-// filled with 0xFF bytes, a NaN pattern for every float type, so a candidate that reads memory it never wrote
-// (for example a previous call's results left in a recycled allocation) fails whichever call is checked. The
-// same in verification and timing, so a candidate cannot tell them apart by its workspace; the memset is
-// charged to the call that allocates, as the allocation is. Profiling calls are not poisoned. Exported
-// (kb_driver.map) so that the candidate's library binds to it; nothing else is.
-// ---------------------------------------------------------------------------------------------------
-extern "C" {
-__attribute__((visibility("default"))) volatile int kb_poison_workspace = 0;
-}
+// Outputs are poisoned with this byte before timed calls (a NaN pattern for every float type). The
+// candidate's own workspace is poisoned by the trusted wrappers linked into its library (kb_workspace.cu),
+// on every allocation and with no switch: there is no flag in this process for a candidate to clear.
 constexpr int kPoisonByte = 0xFF;
-
-// Poisoning is on exactly while this lives, also when the call throws.
-struct PoisonWorkspace {
-  PoisonWorkspace() { kb_poison_workspace = 1; }
-  ~PoisonWorkspace() { kb_poison_workspace = 0; }
-};
 
 // The candidate's entry point: the launcher looks it up in the candidate's own library and hands it over,
 // so nothing in the driver refers to a candidate symbol by name.
@@ -157,9 +145,9 @@ static cudaIpcMemHandle_t decode_handle(const std::string& hex) {
   if (hex.size() != 2 * sizeof handle.reserved)
     throw RequestError("an IPC handle must be " + std::to_string(2 * sizeof handle.reserved) + " hex characters");
   for (size_t i = 0; i < sizeof handle.reserved; ++i) {
-    unsigned byte = 0;
-    if (std::sscanf(hex.c_str() + 2 * i, "%2x", &byte) != 1) throw RequestError("an IPC handle is not hex");
-    handle.reserved[i] = static_cast<char>(byte);
+    int high = kbjson::hex_digit(hex[2 * i]), low = kbjson::hex_digit(hex[2 * i + 1]);
+    if (high < 0 || low < 0) throw RequestError("an IPC handle is not hex");
+    handle.reserved[i] = static_cast<char>(high * 16 + low);
   }
   return handle;
 }
@@ -326,7 +314,6 @@ static void require_ready(const Session& s) {
 static std::string handle_run(Session& s, const Value& req) {
   require_ready(s);
   size_t set = set_index(s, field(req, "set", Value::Number, "a number"));
-  PoisonWorkspace poison;
   call_and_settle(s, set);
   return "{\"ok\":true,\"rc\":0}";
 }
@@ -348,7 +335,6 @@ static std::string handle_batch(Session& s, const Value& req) {
   args.reserve(order.size());
   for (size_t set : order) args.push_back(s.sets[set]);
   clear_persisting_l2(s);
-  PoisonWorkspace poison;
   int first_rc = 0;
   size_t failed_set = 0;
   for (size_t k = 0; k < order.size(); ++k) {
@@ -361,7 +347,7 @@ static std::string handle_batch(Session& s, const Value& req) {
   cudaError_t err = cudaStreamSynchronize(s.stream);
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
   check_after_call(err, first_rc, failed_set);
-  return "{\"ok\":true,\"calls\":" + std::to_string(order.size()) + "}";
+  return "{\"ok\":true,\"calls\":" + kbjson::format_integer(static_cast<int64_t>(order.size())) + "}";
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -433,11 +419,7 @@ static bool clear_persisting_l2(const Session& s) {
 
 static std::string json_list(const std::vector<double>& values) {
   std::string out = "[";
-  char buf[32];
-  for (size_t i = 0; i < values.size(); ++i) {
-    std::snprintf(buf, sizeof buf, "%s%.9g", i ? "," : "", values[i]);
-    out += buf;
-  }
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + kbjson::format_double(values[i]);
   return out + "]";
 }
 
@@ -481,7 +463,6 @@ static std::string handle_time(Session& s, const Value& req) {
   const int64_t calls = t.warmup + t.iters;
   Fingerprints fingerprints(2 * calls);
   unsigned long long* slots = fingerprints.slots;
-  PoisonWorkspace poison;
   std::vector<double> event_ms;
   int64_t windows = 0;
   std::mt19937_64 random(std::random_device{}());
@@ -514,8 +495,8 @@ static std::string handle_time(Session& s, const Value& req) {
         "reading fingerprints");
   int64_t incomplete = 0;
   for (int64_t k = 0; k < calls; ++k) incomplete += hashes[2 * k] != hashes[2 * k + 1] ? 1 : 0;
-  return "{\"ok\":true,\"event_ms\":" + json_list(event_ms) + ",\"incomplete_calls\":" + std::to_string(incomplete) +
-         ",\"policy_windows\":" + std::to_string(windows) + "}";
+  return "{\"ok\":true,\"event_ms\":" + json_list(event_ms) + ",\"incomplete_calls\":" +
+         kbjson::format_integer(incomplete) + ",\"policy_windows\":" + kbjson::format_integer(windows) + "}";
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -544,22 +525,63 @@ static void teardown(Session& s) {
   s = Session();
 }
 
-static FILE* g_protocol = nullptr;
+static int g_protocol = -1;
 
 // Every reply carries the sequence number of its request (-1: the request had none, or did not parse).
+// Written with write(2), whole, so nothing of stdio's state (orientation, buffers) is in the way.
 static void send(int64_t seq, const std::string& reply) {
   std::string framed = reply;
-  if (seq >= 0) framed.insert(1, "\"seq\":" + std::to_string(seq) + ",");
-  std::fputs(framed.c_str(), g_protocol);
-  std::fputc('\n', g_protocol);
-  std::fflush(g_protocol);
+  if (seq >= 0) framed.insert(1, "\"seq\":" + kbjson::format_integer(seq) + ",");
+  framed += '\n';
+  for (size_t done = 0; done < framed.size();) {
+    ssize_t n = write(g_protocol, framed.data() + done, framed.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the harness has gone: it reads the driver's end, not this reply
+    done += static_cast<size_t>(n);
+  }
 }
+
+// Requests, one a line, read from fd 0 with read(2): no stream, so no locale or codecvt, stands between the
+// harness's bytes and the parser.
+class RequestReader {
+ public:
+  // The next line without its '\n' (a last line without one counts); false at the end of input.
+  bool next(std::string& line) {
+    for (;;) {
+      size_t newline = buffer_.find('\n', scanned_);
+      if (newline != std::string::npos) {
+        line.assign(buffer_, 0, newline);
+        buffer_.erase(0, newline + 1);
+        scanned_ = 0;
+        return true;
+      }
+      scanned_ = buffer_.size();
+      if (ended_) {
+        if (buffer_.empty()) return false;
+        line.swap(buffer_);
+        buffer_.clear();
+        scanned_ = 0;
+        return true;
+      }
+      char chunk[65536];
+      ssize_t n = read(STDIN_FILENO, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) ended_ = true;
+      else buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  std::string buffer_;
+  size_t scanned_ = 0;
+  bool ended_ = false;
+};
 
 // `rc` is kb_forward's return value (-1 when it threw); `fatal` tells the harness the driver exits next.
 static std::string error_reply(const std::string& message, bool fatal, const int* rc) {
   std::string out = "{\"ok\":false,\"error\":" + kbjson::quote(message);
   if (fatal) out += ",\"fatal\":true";
-  if (rc != nullptr) out += ",\"rc\":" + std::to_string(*rc);
+  if (rc != nullptr) out += ",\"rc\":" + kbjson::format_integer(*rc);
   return out + "}";
 }
 
@@ -594,15 +616,12 @@ static Value parse_request(const std::string& line, int64_t& seq) {
 // loaded the candidate's library, with the candidate's kb_forward.
 extern "C" __attribute__((visibility("default"))) int kb_driver_main(int protocol_fd, KbForward forward) {
   g_forward = forward;
-  g_protocol = fdopen(protocol_fd, "w");
-  if (g_protocol == nullptr) {
-    std::perror("kb_driver: opening the protocol channel");
-    return 2;
-  }
+  g_protocol = protocol_fd;
   send(0, "{\"ok\":true}");
   Session session;
+  RequestReader requests;
   std::string line;
-  while (std::getline(std::cin, line)) {
+  while (requests.next(line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     bool exit_requested = false;
     int64_t seq = -1;

@@ -3,10 +3,13 @@
 // The driver must not depend on anything beyond the CUDA toolkit and the C++ standard library, and the
 // protocol is tiny (objects, arrays, numbers, strings, booleans), so a small recursive-descent parser is
 // simpler than vendoring a library. Integers are kept exactly (offsets and strides are 64-bit).
+//
+// Numbers are read and written without the C or C++ locale (std::from_chars, std::to_chars, hex by hand): the
+// candidate runs in this process and may change the global locale (setlocale, std::locale::global, reached
+// however), and a decimal comma or digit grouping must never change a request or a reply.
 #pragma once
+#include <charconv>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -36,6 +39,34 @@ struct Value {
     return nullptr;
   }
 };
+
+// The whole of [first, last) as a double, whatever the locale; false when it is not one number.
+inline bool parse_double(const char* first, const char* last, double& out) {
+  auto parsed = std::from_chars(first, last, out, std::chars_format::general);
+  return parsed.ec == std::errc() && parsed.ptr == last;
+}
+
+// `value` as printf's "%.9g" writes it in the C locale, whatever the process's locale is.
+inline std::string format_double(double value) {
+  char buf[40];
+  auto written = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::general, 9);
+  return std::string(buf, written.ptr);
+}
+
+// `value` in decimal digits, whatever the process's locale is.
+inline std::string format_integer(int64_t value) {
+  char buf[24];
+  auto written = std::to_chars(buf, buf + sizeof buf, value);
+  return std::string(buf, written.ptr);
+}
+
+// The value of one hex digit, or -1.
+inline int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
 
 class Parser {
  public:
@@ -132,13 +163,14 @@ class Parser {
     }
     std::string token = s_.substr(start, pos_ - start);
     if (token.empty() || token == "-") fail("expected a value");
-    char* end = nullptr;
+    const char* first = token.data();
+    const char* last = token.data() + token.size();
     v.kind = Value::Number;
-    v.number = std::strtod(token.c_str(), &end);
-    if (*end != '\0') fail("bad number '" + token + "'");
+    if (!parse_double(first, last, v.number)) fail("bad number '" + token + "'");
     if (!fractional) {
+      auto parsed = std::from_chars(first, last, v.integer);
+      if (parsed.ec != std::errc() || parsed.ptr != last) fail("bad integer '" + token + "'");
       v.is_integer = true;
-      v.integer = std::strtoll(token.c_str(), nullptr, 10);
     }
   }
 
@@ -184,9 +216,10 @@ inline std::string quote(const std::string& text) {
       out += '\\';
       out += static_cast<char>(c);
     } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
     } else {
       out += static_cast<char>(c);
     }

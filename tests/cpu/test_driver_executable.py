@@ -284,6 +284,18 @@ def test_fresh_workspace_reads_as_poison_under_run(program: DriverProgram,
     assert bool((y.view(torch.int32) == -1).all())  # every byte 0xFF, a NaN for float32
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("program", ["reads_fresh_workspace"], indirect=True)
+def test_fresh_workspace_reads_as_poison_under_profile_too_as_no_switch_turns_poisoning_off(
+        program: DriverProgram, sandbox: Sandbox) -> None:
+    x, y = torch.randn(N, device="cuda"), torch.zeros(N, device="cuda")
+    with session(program, sandbox) as driver:
+        driver.setup(one_set(x, y), flush_bytes=0)
+        driver.profile(0, warmup=0, timeout_s=60)
+    torch.cuda.synchronize()
+    assert bool((y.view(torch.int32) == -1).all())  # every byte 0xFF, a NaN for float32
+
+
 def _persisting_l2_supported() -> bool:
     """Persisting L2 lines (access-policy windows) exist from Ampere (compute capability 8.0) on."""
     return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8

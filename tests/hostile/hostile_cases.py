@@ -18,6 +18,8 @@ of them is compiled as it is.
   it (`--sanitize`) may give (built without the rules where they refuse it).
 - `profiled`: an attack on ncu's report, made while it is profiled.
 - `reason`: words the verdict's summary must contain (caught for the reason the candidate tests, not another).
+- `honest_min_ms`: for a forgery that must not reach the reply, the least time an `ok` may carry (with the
+  rules, and without them where `unchecked_verdicts` allows `ok`).
 The raw system calls in these files are x86-64 instructions.
 """
 
@@ -75,6 +77,7 @@ def with_parts(text: str) -> str:
     swish kernel always, and a `kb_forward` launching it where the file has none."""
     parts = (["raw_syscall.h"] if re.search(r"\b(?:sys|say)\(", text) else [])
     parts += (["checker_logs.h"] if "for_each_checker_file(" in text else [])
+    parts += (["decimal_comma.h"] if "switch_to_decimal_comma(" in text else [])
     parts += (["forged_replies.h"] if "print_forged_replies" in text else []) + ["swish.h"]
     lines = text.splitlines(keepends=True)
     after_includes = max(i for i, line in enumerate(lines) if line.startswith("#include")) + 1
@@ -182,6 +185,13 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _contained("reply_deeply_nested", ("host_assembly",), "starts", None, "forged_result"),
     _contained("reply_overlong_line", ("host_assembly",), "starts", None, "forged_result"),
     HostileCase("hoard_gpu_memory_wrong", frozenset(), "starts", verdicts=frozenset({"incorrect"})),
+    # The driver's own formatting and state bent from the candidate's code: the process's locale switched to a
+    # decimal comma (the driver's numbers never go through one), the workspace-poisoning switch found in the
+    # wrappers' code and cleared (there is none: every allocation is poisoned).
+    _refused("locale_global_numpunct", "unlisted_import"),
+    HostileCase("locale_decimal_comma", frozenset({"file_io", "environment"}), "starts", verdicts=STATIC,
+                unchecked_verdicts=frozenset({"ok"}), honest_min_ms=0.5),
+    HostileCase("workspace_flag_cleared", frozenset(), "starts", verdicts=frozenset({"incorrect"})),
     # Checker output redirected: compute-sanitizer's report replaced, flooded or forged (through /proc).
     _against_checker("checker_log_symlink", "memcheck", "ok"),
     _against_checker("checker_log_fifo", "memcheck", "ok"),

@@ -51,6 +51,9 @@ def test_a_refused_candidate_built_without_the_rules_is_still_contained(case: Ho
     with rules_switched_off():
         result = evaluator.evaluate(case.candidate_source(), f"{case.name}-unchecked")
     assert result.verdict in case.unchecked_verdicts, f"{case.what_it_tries}\n{result.verdict}: {result.summary}"
+    if result.verdict == "ok" and case.honest_min_ms is not None:  # a forgery that did not reach the reply
+        assert result.time_ms is not None and result.time_ms >= case.honest_min_ms, \
+            f"a forged time was accepted: {result.summary}"
     if result.verdict == "sandbox_violation":
         assert case.blocked_call is None or f"blocked {case.blocked_call} " in result.summary, result.summary
     builds = [path for path in (cache_dir / "builds").iterdir() if path.is_dir()]
