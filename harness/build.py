@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -235,6 +236,12 @@ def host_assembly_violations(blocks: list[AssemblyBlock]) -> list[StaticViolatio
     return violations
 
 
+# The trusted pieces (driver, launcher, workspace wrappers) go to fixed paths, through temporary files named by
+# the process: two threads of one process (a candidate's build and the null candidate's, in the background)
+# build them one at a time. Reentrant: the driver's library builds its object.
+_TRUSTED_BUILD_LOCK = threading.RLock()
+
+
 def make_cache_folder(folder: Path) -> None:
     """Create `folder` of the cache, or raise a one-line error saying why it cannot be (the cache set to a file,
     or to a place nothing can be created, such as /proc) and, where it is, the variable that set it."""
@@ -256,8 +263,9 @@ def trusted_object(source: Path, arch: str, cache_dir: Path, sandbox: Sandbox | 
 
     A failure here is the installation's fault, not the candidate's, so it is raised, not reported.
     """
-    compiled = compile_object(source, cache_dir / "driver" / f"{source.stem}_{arch}.o", arch=arch,
-                              include_dirs=[DRIVER_DIR], cache_dir=cache_dir, sandbox=sandbox)
+    with _TRUSTED_BUILD_LOCK:
+        compiled = compile_object(source, cache_dir / "driver" / f"{source.stem}_{arch}.o", arch=arch,
+                                  include_dirs=[DRIVER_DIR], cache_dir=cache_dir, sandbox=sandbox)
     if not compiled.ok or compiled.output is None:
         first_error = next((m.text for m in compiled.errors), compiled.log.strip()[-300:])
         raise UserFacingError(f"{source} does not compile for {arch}: {first_error}")
@@ -282,6 +290,11 @@ def driver_object(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> Compil
 def driver_library(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> Path:
     """The test driver's own shared library for `arch`, linked once per driver object, version script and nvcc;
     later calls find it. It exports kb_driver_main and the poison flag alone (kb_driver.map)."""
+    with _TRUSTED_BUILD_LOCK:
+        return _driver_library(arch, cache_dir, sandbox)
+
+
+def _driver_library(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> Path:
     driver = driver_object(arch, cache_dir, sandbox).output
     assert driver is not None  # trusted_object raises otherwise
     key = hashlib.sha256(driver.read_bytes() + DRIVER_VERSION_SCRIPT.read_bytes()
@@ -299,6 +312,11 @@ def driver_library(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> Path:
 
 def driver_launcher(cache_dir: Path, sandbox: Sandbox | None) -> Path:
     """The launcher built for this machine (once per launcher source and nvcc; later calls find it)."""
+    with _TRUSTED_BUILD_LOCK:
+        return _driver_launcher(cache_dir, sandbox)
+
+
+def _driver_launcher(cache_dir: Path, sandbox: Sandbox | None) -> Path:
     nvcc = find_nvcc()
     key = hashlib.sha256(LAUNCHER_SOURCE.read_bytes() + nvcc_version(nvcc).encode()).hexdigest()[:20]
     launcher = cache_dir / "driver" / f"kb_launcher_{key}"

@@ -180,10 +180,13 @@ class CandidateEvaluator:
             check_libraries_installed(options.allow, self.arch, self.objects_dir, self.sandbox)
         if options.sanitize:
             require_sanitizer()
-        self.analysis = analyse_problem(problem, self.gpu)
+        # Kept on disk too: a later evaluation of the same problem (a fresh `eval` process) reads it back.
+        self.analysis = analyse_problem(problem, self.gpu, options.cache_dir)
         self.spec = self.analysis.spec
         self.header = generate_header(self.spec)
         self._round_trip: RoundTrip | None = None
+        self._null_build: CandidateBuild | None = None  # the trusted null candidate, built once per evaluator
+        self._null_lock = threading.Lock()  # it is built in the background while a candidate compiles
 
     # -- the stages ---------------------------------------------------------------------------------------
     def evaluate(self, source: str, label: str) -> EvalResult:
@@ -194,12 +197,17 @@ class CandidateEvaluator:
             return self._conclude(CandidateBuild(label, source, refused, None), Findings.of_build(refused))
         background = StageClock()
         warming = self._warm_references_in_background(background)
+        null = self._build_null_in_background(background)
         try:
             built = self.build(source, label)
         except BaseException:  # no thread of this evaluation outlives it (its torch seeding is process-wide)
             if warming:
                 warming.stop_and_join()
+            if null:
+                null.join()
             raise
+        if null:  # one compile: it finishes either way (no thread of this evaluation outlives it)
+            null.join()
         if warming:
             if built.ok:
                 warming.thread.join()
@@ -350,11 +358,28 @@ class CandidateEvaluator:
         return clock.run("memory_plan", lambda: self.plan)
 
     def _null_candidate(self) -> CandidateBuild:
-        """The harness's own null candidate (no candidate code: what it measures, a candidate cannot bend)."""
-        null = self.build(NULL_CANDIDATE.read_text(), "trusted-null-candidate")
-        if not null.ok:
-            raise RuntimeError(f"the harness's null candidate did not build: {null.result and null.result.summary}")
-        return null
+        """The harness's own null candidate (no candidate code: what it measures, a candidate cannot bend), built
+        once per evaluator (calibration and the batches beside the candidate's use the same); a failed build is
+        raised, and tried again on the next call."""
+        with self._null_lock:
+            if self._null_build is None:
+                null = self.build(NULL_CANDIDATE.read_text(), "trusted-null-candidate")
+                if not null.ok:
+                    raise RuntimeError(
+                        f"the harness's null candidate did not build: {null.result and null.result.summary}")
+                self._null_build = null
+            return self._null_build
+
+    def _build_null_in_background(self, clock: StageClock) -> threading.Thread | None:
+        """Build the null candidate while the candidate compiles (recorded in `clock` as `calibration`, which
+        needs it), where the evaluation will calibrate: with a GPU and a plan that fits. A failure here is
+        raised again, in the foreground, where calibration asks for the null candidate."""
+        if self._null_build is not None or self.gpu is None or not self._planned(clock).fits:
+            return None
+        thread = threading.Thread(target=_build_quietly, name="build-null-candidate", daemon=True,
+                                  args=(self._null_candidate, clock))
+        thread.start()
+        return thread
 
     @contextmanager
     def _batches_beside(self, sets: list[SharedSet], flush: torch.Tensor) -> Iterator[Callable[[list[int]], float]]:
@@ -659,6 +684,12 @@ class _Warming:
     def stop_and_join(self) -> None:
         self.stop.set()
         self.thread.join()
+
+
+def _build_quietly(build: Callable[[], CandidateBuild], clock: StageClock) -> None:
+    """Build the null candidate ahead; a failure here recurs, and is reported, when it is needed."""
+    with contextlib.suppress(Exception), clock.timing("calibration"):
+        build()
 
 
 def _warm_quietly(references: ReferenceCache, strict: bool, stop: threading.Event, clock: StageClock) -> None:
