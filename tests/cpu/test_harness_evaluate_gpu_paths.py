@@ -125,3 +125,80 @@ def test_the_float64_seconds_of_a_candidate_that_did_not_build_are_not_the_next_
     monkeypatch.setattr(evaluator, "build", build)
     assert evaluator.evaluate(HONEST, "broken.cu") is failed
     assert references.take_float64_seconds() == 0.0
+
+
+# What a build that got through reads as, for the stand-ins below (its files are never read).
+BUILT = BuildResult(stage="ok", violations=[], compile=None, link=None, source_path=Path("candidate.cu"),
+                    header_path=Path("kb_problem.h"), program=None)
+
+
+class NullBuilds:
+    """A stand-in for `CandidateEvaluator.build`: the candidate's build gives `candidate`; the null candidate's
+    takes `null_seconds` (a compile), is counted, and gives an ok build (or raises `null_error`)."""
+
+    def __init__(self, candidate: EvalResult | None, null_seconds: float = 0.0,
+                 null_error: Exception | None = None) -> None:
+        self.candidate, self.null_seconds, self.null_error = candidate, null_seconds, null_error
+        self.null_builds: list[CandidateBuild] = []
+        self.null_finished = threading.Event()
+
+    def __call__(self, source: str, label: str) -> CandidateBuild:
+        if label != "trusted-null-candidate":
+            return CandidateBuild(label, source, BUILT, self.candidate)
+        threading.Event().wait(self.null_seconds)
+        self.null_finished.set()
+        if self.null_error is not None:
+            raise self.null_error
+        built = CandidateBuild(label, source, cast(BuildResult, None), None)
+        self.null_builds.append(built)
+        return built
+
+
+def test_a_candidate_that_does_not_build_returns_only_once_the_null_candidates_build_has_ended(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    evaluator, _ = on_gpu_zero(tmp_path)
+    failed = cast(EvalResult, "the compile error's verdict")
+    builds = NullBuilds(failed, null_seconds=0.5)
+    monkeypatch.setattr(evaluator, "_warm_references_in_background", lambda clock: None)
+    monkeypatch.setattr(evaluator, "build", builds)
+    assert evaluator.evaluate(HONEST, "broken.cu") is failed
+    assert builds.null_finished.is_set()
+    assert not any(thread.name == "build-null-candidate" for thread in threading.enumerate())
+
+
+def test_the_null_candidate_built_beside_the_compile_is_the_one_calibration_uses(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    evaluator, _ = on_gpu_zero(tmp_path)
+    builds = NullBuilds(None)
+    used: list[CandidateBuild] = []
+    done = cast(EvalResult, "the verdict")
+
+    def run(built: CandidateBuild, findings: Findings, **_: object) -> EvalResult:
+        used.extend([evaluator._null_candidate(), evaluator._null_candidate()])  # calibration, batches beside
+        assert "calibration" in findings.stages.seconds  # the background build's seconds, merged
+        return done
+
+    monkeypatch.setattr(evaluator, "_warm_references_in_background", lambda clock: None)
+    monkeypatch.setattr(evaluator, "build", builds)
+    monkeypatch.setattr(evaluator, "_run", run)
+    assert evaluator.evaluate(HONEST, "naive.cu") is done
+    assert len(builds.null_builds) == 1 and used == [builds.null_builds[0]] * 2
+
+
+def test_a_null_candidate_that_fails_in_the_background_fails_again_where_calibration_asks_for_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    evaluator, _ = on_gpu_zero(tmp_path)
+    builds = NullBuilds(None, null_error=RuntimeError("the harness's null candidate did not build"))
+    raised: list[str] = []
+
+    def run(built: CandidateBuild, findings: Findings, **_: object) -> EvalResult:
+        with pytest.raises(RuntimeError, match="null candidate did not build") as error:
+            evaluator._null_candidate()
+        raised.append(str(error.value))
+        return cast(EvalResult, "the verdict")
+
+    monkeypatch.setattr(evaluator, "_warm_references_in_background", lambda clock: None)
+    monkeypatch.setattr(evaluator, "build", builds)
+    monkeypatch.setattr(evaluator, "_run", run)
+    evaluator.evaluate(HONEST, "naive.cu")
+    assert builds.null_finished.is_set() and raised  # tried in the background, then again in the foreground
