@@ -116,6 +116,12 @@ def analyse_problem(problem: Problem, gpu: int | None, cache_dir: Path | None = 
     return analysis
 
 
+def forget_analyses() -> None:
+    """Forget the analyses this process made (a benchmark's first candidate of a problem pays for its own)."""
+    with _ANALYSES_LOCK:
+        _ANALYSES.clear()
+
+
 def analysis_key(problem: Problem, gpu: int | None) -> str:
     """Everything a stored analysis of `problem` must have been made under to be used, spelt out."""
     device = "no GPU" if gpu is None else f"GPU {gpu} ({torch.cuda.get_device_name(gpu)})"
