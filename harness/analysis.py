@@ -37,6 +37,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
+from kernelblaster.harness.cuda_device import device_name
 from kernelblaster.harness.operations import OperationRecorder, ReducedRows
 from kernelblaster.harness.problem import Problem, ProblemError, ProblemInstance, ProblemTimedOut, instantiate
 from kernelblaster.harness.semantics import SemanticsRecorder
@@ -124,7 +125,7 @@ def forget_analyses() -> None:
 
 def analysis_key(problem: Problem, gpu: int | None) -> str:
     """Everything a stored analysis of `problem` must have been made under to be used, spelt out."""
-    device = "no GPU" if gpu is None else f"GPU {gpu} ({torch.cuda.get_device_name(gpu)})"
+    device = "no GPU" if gpu is None else f"GPU {gpu} ({device_name(gpu)})"  # no CUDA start: the driver's
     return (f"problem {problem.name} sha256 {problem.sha256}; {device}; torch {torch.__version__}; "
             f"python {sys.version.split()[0]}; source {_source_digest()}")
 

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from importlib.resources import files
 from pathlib import Path
@@ -45,6 +45,7 @@ from kernelblaster.harness.build import (
     check_libraries_installed,
     source_refusal,
 )
+from kernelblaster.harness.cuda_device import device_capability
 from kernelblaster.harness.gpu_facts import GpuFacts, read_gpu_facts
 from kernelblaster.harness.gpu_reserve import (
     TrustedOutOfMemory,
@@ -124,7 +125,7 @@ def gpu_available() -> bool:
 def detect_arch(gpu: int) -> str:
     if not gpu_available():
         return DEFAULT_ARCH
-    major, minor = torch.cuda.get_device_capability(gpu)
+    major, minor = device_capability(gpu)  # through CUDA's driver: PyTorch starts CUDA later, in the background
     return f"sm_{major}{minor}"
 
 
@@ -195,9 +196,11 @@ class CandidateEvaluator:
         refused = source_refusal(source, self.options.allow, self._build_dir(source))
         if refused is not None:
             return self._conclude(CandidateBuild(label, source, refused, None), Findings.of_build(refused))
-        background = StageClock()
+        # While the candidate compiles: CUDA's start in this process and the memory plan, then the references
+        # (one thread), and the null candidate's build (another).
+        background, null_clock = StageClock(), StageClock()
+        null = self._build_null_in_background(null_clock)
         warming = self._warm_references_in_background(background)
-        null = self._build_null_in_background(background)
         try:
             built = self.build(source, label)
         except BaseException:  # no thread of this evaluation outlives it (its torch seeding is process-wide)
@@ -213,13 +216,16 @@ class CandidateEvaluator:
                 warming.thread.join()
             else:  # nothing will run: the case being computed finishes, no other begins
                 warming.stop_and_join()
+            warming.raise_failure()  # the plan's failure, raised as it was when the plan came before the build
         if not built.ok:
-            if warming:  # the float64 seconds it spent are this evaluation's, not the next one's `conditioning`
+            if "references" in self.__dict__:  # its float64 seconds are this evaluation's, not the next one's
                 self.references.take_float64_seconds()
             assert built.result is not None
             return built.result
         findings = Findings.of_build(built.build)
         findings.stages.merge(background.seconds)
+        if null and self.plan.fits:  # calibration (which the null candidate is built for) runs only then
+            findings.stages.merge(null_clock.seconds)
         if self.options.sanitize:  # the sanitizer's runs come between verification and timing
             verified = self._run(built, findings, verify=True, measure=False, profile=False)
             return self.measure(built, verified, self.options.profile)
@@ -372,10 +378,11 @@ class CandidateEvaluator:
 
     def _build_null_in_background(self, clock: StageClock) -> threading.Thread | None:
         """Build the null candidate while the candidate compiles (recorded in `clock` as `calibration`, which
-        needs it), where the evaluation will calibrate: with a GPU and a plan that fits. A failure here is
-        raised again, in the foreground, where calibration asks for the null candidate."""
-        if self._null_build is not None or self.gpu is None or not self._planned(clock).fits:
+        needs it), where the evaluation may calibrate: with a GPU (a plan that does not fit wastes one build of
+        trusted code). A failure here is raised again, in the foreground, where calibration asks for it."""
+        if self._null_build is not None or self.gpu is None:
             return None
+        self.sandbox  # noqa: B018  # asked for here, once: a sandbox that cannot start is raised before any thread
         thread = threading.Thread(target=_build_quietly, name="build-null-candidate", daemon=True,
                                   args=(self._null_candidate, clock))
         thread.start()
@@ -581,14 +588,25 @@ class CandidateEvaluator:
                                    self.plan.compare_chunk_elements)
 
     def _warm_references_in_background(self, clock: StageClock) -> _Warming | None:
-        """Compute the references while the candidate compiles (recorded in `clock` as `references`)."""
-        if self.gpu is None or not self._planned(clock).fits or self.plan.references != "cached":
+        """While the candidate compiles: the memory plan (CUDA starts in this process with it; `memory_plan`),
+        then, where the plan keeps them, the references (`references`), both recorded in `clock`. A failure of
+        the plan is kept in the result, raised once the build is over."""
+        if self.gpu is None:
             return None
-        stop = threading.Event()
-        thread = threading.Thread(target=_warm_quietly, name="warm-references", daemon=True,
-                                  args=(self.references, self.options.precision == "strict", stop, clock))
+        stop, failures = threading.Event(), list[BaseException]()
+        thread = threading.Thread(target=self._plan_and_warm, name="warm-references", daemon=True,
+                                  args=(stop, failures, clock))
         thread.start()
-        return _Warming(thread, stop)
+        return _Warming(thread, stop, failures)
+
+    def _plan_and_warm(self, stop: threading.Event, failures: list[BaseException], clock: StageClock) -> None:
+        try:
+            plan = self._planned(clock)
+        except BaseException as error:  # raised in the foreground, after the build
+            failures.append(error)
+            return
+        if plan.fits and plan.references == "cached":
+            _warm_quietly(self.references, self.options.precision == "strict", stop, clock)
 
     def _require_gpu(self) -> int:
         if self.gpu is None:
@@ -680,10 +698,16 @@ class _Warming:
 
     thread: threading.Thread
     stop: threading.Event
+    failures: list[BaseException] = field(default_factory=list)  # what the thread raised, for the foreground
 
     def stop_and_join(self) -> None:
         self.stop.set()
         self.thread.join()
+
+    def raise_failure(self) -> None:
+        """Raise what the thread raised, once it has ended."""
+        if self.failures:
+            raise self.failures[0]
 
 
 def _build_quietly(build: Callable[[], CandidateBuild], clock: StageClock) -> None:

@@ -30,9 +30,9 @@ def _seconds(description: str) -> Any:
 
 class StageTimes(BaseModel):
     """Wall seconds per stage of one evaluation. A stage that did not run is absent (None here, left out of the
-    JSON), never zero. Stages can overlap (the references are computed, and the null candidate built, in the
-    background while the candidate compiles), and a stage run twice (a driver started for verification, then
-    again for timing) adds up."""
+    JSON), never zero. Stages can overlap (CUDA's start, the memory plan and the references, and the null
+    candidate's build, run in the background while the candidate compiles), and a stage run twice (a driver
+    started for verification, then again for timing) adds up."""
 
     process_start: float | None = _seconds("From the process's start to the evaluation's: the interpreter, the "
                                            "imports of the harness and the checks of the GPU index (CUDA's driver "
@@ -41,9 +41,10 @@ class StageTimes(BaseModel):
     static_check: float | None = _seconds("The source rules (harness/static_check.py)")
     problem_spec: float | None = _seconds("The problem's forward pass for its spec, footprint and header "
                                           "(harness/analysis.py; read back from the cache folder once a "
-                                          "process made it) and CUDA's start in this process")
+                                          "process made it)")
     memory_plan: float | None = _seconds("Starting CUDA in this process (where nothing had) and planning the GPU "
-                                         "memory: once per evaluator")
+                                         "memory: once per evaluator (in the background while the candidate "
+                                         "compiles)")
     compile: float | None = _seconds("nvcc compiling the candidate's object (a cache hit takes next to nothing) "
                                      "and the checks of the compiled host code and object")
     link: float | None = _seconds("Linking the candidate's library against the driver's (the trusted driver "
