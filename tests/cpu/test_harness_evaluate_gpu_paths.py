@@ -202,3 +202,25 @@ def test_a_null_candidate_that_fails_in_the_background_fails_again_where_calibra
     monkeypatch.setattr(evaluator, "_run", run)
     evaluator.evaluate(HONEST, "naive.cu")
     assert builds.null_finished.is_set() and raised  # tried in the background, then again in the foreground
+
+
+def test_a_memory_plan_that_fails_in_the_background_is_raised_once_the_build_is_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # CUDA starts with the plan, beside the compile: its failure is raised as it was when the plan came first.
+    evaluator, _ = on_gpu_zero(tmp_path)
+    builds = NullBuilds(None)
+    built: list[str] = []
+
+    def planned(clock: object) -> object:
+        raise RuntimeError("CUDA error: initialization error")
+
+    def build(source: str, label: str) -> CandidateBuild:
+        built.append(label)
+        return builds(source, label)
+
+    monkeypatch.setattr(evaluator, "_planned", planned)
+    monkeypatch.setattr(evaluator, "build", build)
+    with pytest.raises(RuntimeError, match="initialization error"):
+        evaluator.evaluate(HONEST, "naive.cu")
+    assert "naive.cu" in built
+    assert not any(t.name in ("warm-references", "build-null-candidate") for t in threading.enumerate())
