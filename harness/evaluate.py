@@ -2,10 +2,12 @@
 too), time, score and profile; and explain a crash with compute-sanitizer's memcheck (`diagnose`).
 
 `CandidateEvaluator` is bound to one problem and one set of options: the problem's analysis (spec and
-footprint, derived without the GPU), header, memory plan, references, roofline and baselines are made
-once. The stages run separately, so an agent can retry a failed compile or verification before spending
-GPU time on timing (a time below the reference algorithm's compute floor is verified again, in the same driver
-process, before it is scored); each returns a value, the values are gathered in `Findings`, and `verdict.decide`
+footprint, derived without the GPU, and kept on disk for later processes), header, memory plan, references,
+roofline and baselines are made once. While a candidate compiles, CUDA starts in this process, the memory is
+planned, the references are computed and the trusted null candidate is built, in the background. The
+stages run separately, so an agent can retry a failed compile or verification before spending GPU time on
+timing (a time below the reference algorithm's compute floor is verified again, in the same driver process,
+before it is scored); each returns a value, the values are gathered in `Findings`, and `verdict.decide`
 turns them into the verdict in one place. Every outcome of the candidate (compile errors, crashes, hangs,
 wrong answers, forged replies, what the sandbox blocked) is an `EvalResult`, and so are a problem too
 large for the GPU (`too_large`, before anything is allocated) and any exception of the harness itself
