@@ -47,7 +47,7 @@ from kernelblaster.harness.build import (
     check_libraries_installed,
     source_refusal,
 )
-from kernelblaster.harness.cuda_device import device_capability
+from kernelblaster.harness.cuda_device import device_capability, device_name
 from kernelblaster.harness.gpu_facts import GpuFacts, read_gpu_facts
 from kernelblaster.harness.gpu_reserve import (
     TrustedOutOfMemory,
@@ -655,7 +655,7 @@ def _concluded(problem: Problem, options: EvalOptions, gpu: int | None, arch: st
     return EvalResult(
         verdict=verdict, summary=summary, problem=str(problem.path), problem_sha256=problem.sha256,
         candidate=built.label, source_sha256=hashlib.sha256(built.source.encode()).hexdigest(),
-        gpu=torch.cuda.get_device_name(gpu) if gpu is not None else None, arch=arch,
+        gpu=device_name(gpu) if gpu is not None else None, arch=arch,  # a refusal never starts PyTorch's CUDA
         precision=options.precision, compiled=build.stage == "ok", compile_log=build.log,
         compile=CompileSummary(stage=build.stage, seconds=build.seconds, cached=build.cached,
                                resources=[r.render() for r in build.resources]),
