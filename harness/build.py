@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -116,9 +117,10 @@ class BuildResult(BaseModel):
 
 def build_candidate(
     source: str, header: str, workdir: Path, *, arch: str, allow: frozenset[str], cache_dir: Path,
-    sandbox: Sandbox | None,
+    sandbox: Sandbox | None, on_compile: Callable[[], None] | None = None,
 ) -> BuildResult:
-    """Write the candidate and its header into `workdir` and build its driver library there."""
+    """Write the candidate and its header into `workdir` and build its driver library there; `on_compile` is
+    called once nvcc runs on the candidate (not on a cache hit)."""
     allow = validate_allow(allow)
     make_cache_folder(workdir)
     make_cache_folder(cache_dir)
@@ -138,7 +140,7 @@ def build_candidate(
     if not result.violations:
         with clock.timing("compile"):
             checked = _compile_and_check(result, source_path, workdir, arch=arch, allow=allow, cache_dir=cache_dir,
-                                         sandbox=sandbox)
+                                         sandbox=sandbox, on_compile=on_compile)
         if checked is not None:
             with clock.timing("link"):
                 _link(result, checked, workdir, arch=arch, allow=allow, cache_dir=cache_dir, sandbox=sandbox)
@@ -162,11 +164,12 @@ def source_refusal(source: str, allow: frozenset[str], workdir: Path) -> BuildRe
 
 
 def _compile_and_check(result: BuildResult, source_path: Path, workdir: Path, *, arch: str, allow: frozenset[str],
-                       cache_dir: Path, sandbox: Sandbox | None) -> Path | None:
+                       cache_dir: Path, sandbox: Sandbox | None,
+                       on_compile: Callable[[], None] | None = None) -> Path | None:
     """Compile the candidate's object and check what the compile read, its host assembly and its imports: the
     object, or None when the build stops here (`result` says why)."""
     result.compile = compile_object(source_path, workdir / OBJECT_NAME, arch=arch, include_dirs=[workdir, DRIVER_DIR],
-                                    cache_dir=cache_dir, sandbox=sandbox, inspect_host_code=True)
+                                    cache_dir=cache_dir, sandbox=sandbox, inspect_host_code=True, on_start=on_compile)
     result.violations = files_read_outside(result.compile, workdir)
     if result.violations:
         return None

@@ -199,18 +199,21 @@ class CandidateEvaluator:
         if refused is not None:
             return self._conclude(CandidateBuild(label, source, refused, None), Findings.of_build(refused))
         # While the candidate compiles: CUDA's start in this process and the memory plan, then the references
-        # (one thread), and the null candidate's build (another).
-        background, null_clock = StageClock(), StageClock()
+        # (one thread), and the null candidate's build (another). CUDA's start holds the interpreter's lock
+        # while it runs, so it waits for nvcc to run (or the build to end) first.
+        background, null_clock, compiling = StageClock(), StageClock(), threading.Event()
         null = self._build_null_in_background(null_clock)
-        warming = self._warm_references_in_background(background)
+        warming = self._warm_references_in_background(background, compiling)
         try:
-            built = self.build(source, label)
+            built = self.build(source, label, on_compile=compiling.set)
         except BaseException:  # no thread of this evaluation outlives it (its torch seeding is process-wide)
+            compiling.set()
             if warming:
                 warming.stop_and_join()
             if null:
                 null.join()
             raise
+        compiling.set()
         if null:  # one compile: it finishes either way (no thread of this evaluation outlives it)
             null.join()
         if warming:
@@ -233,9 +236,11 @@ class CandidateEvaluator:
             return self.measure(built, verified, self.options.profile)
         return self._run(built, findings, verify=True, measure=True, profile=self.options.profile)
 
-    def build(self, source: str, label: str) -> CandidateBuild:
+    def build(self, source: str, label: str, on_compile: Callable[[], None] | None = None) -> CandidateBuild:
+        """Build `source`; `on_compile` is called once nvcc runs on it (not on a cache hit)."""
         build = build_candidate(source, self.header, self._build_dir(source), arch=self.arch,
-                                allow=self.options.allow, cache_dir=self.objects_dir, sandbox=self.sandbox)
+                                allow=self.options.allow, cache_dir=self.objects_dir, sandbox=self.sandbox,
+                                on_compile=on_compile)
         stage = CandidateBuild(label, source, build, None)
         if build.stage != "ok":
             stage.result = self._conclude(stage, Findings.of_build(build))
@@ -589,19 +594,24 @@ class CandidateEvaluator:
         return VerificationContext(self.references, self.options.precision, self.options.timeout_s,
                                    self.plan.compare_chunk_elements)
 
-    def _warm_references_in_background(self, clock: StageClock) -> _Warming | None:
-        """While the candidate compiles: the memory plan (CUDA starts in this process with it; `memory_plan`),
-        then, where the plan keeps them, the references (`references`), both recorded in `clock`. A failure of
-        the plan is kept in the result, raised once the build is over."""
+    def _warm_references_in_background(self, clock: StageClock, compiling: threading.Event) -> _Warming | None:
+        """While the candidate compiles (once `compiling` is set): the memory plan (CUDA starts in this process
+        with it; `memory_plan`), then, where the plan keeps them, the references (`references`), both recorded
+        in `clock`. A failure of the plan is kept, and raised once the build is over; a build that failed
+        before the plan began (stopped) leaves it for the next evaluation."""
         if self.gpu is None:
             return None
         stop, failures = threading.Event(), list[BaseException]()
         thread = threading.Thread(target=self._plan_and_warm, name="warm-references", daemon=True,
-                                  args=(stop, failures, clock))
+                                  args=(compiling, stop, failures, clock))
         thread.start()
         return _Warming(thread, stop, failures)
 
-    def _plan_and_warm(self, stop: threading.Event, failures: list[BaseException], clock: StageClock) -> None:
+    def _plan_and_warm(self, compiling: threading.Event, stop: threading.Event, failures: list[BaseException],
+                       clock: StageClock) -> None:
+        compiling.wait()
+        if stop.is_set():
+            return
         try:
             plan = self._planned(clock)
         except BaseException as error:  # raised in the foreground, after the build

@@ -91,11 +91,11 @@ def test_a_build_that_raises_leaves_no_background_reference_thread_running(tmp_p
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait, args=(30.0,), daemon=True)
 
-    def warming(clock: object) -> _Warming:
+    def warming(clock: object, compiling: object) -> _Warming:
         thread.start()
         return _Warming(thread, stop)
 
-    def build(source: str, label: str) -> CandidateBuild:
+    def build(source: str, label: str, **_: object) -> CandidateBuild:
         raise RuntimeError("the sandbox could not start")
 
     monkeypatch.setattr(evaluator, "_warm_references_in_background", warming)
@@ -116,7 +116,9 @@ def test_the_float64_seconds_of_a_candidate_that_did_not_build_are_not_the_next_
         computed.set()
         return case
 
-    def build(source: str, label: str) -> CandidateBuild:
+    def build(source: str, label: str, on_compile: Callable[[], None] | None = None) -> CandidateBuild:
+        if on_compile is not None:
+            on_compile()  # nvcc runs: the background work begins
         assert computed.wait(30.0)  # the compile outlasts the first case computed in the background
         return CandidateBuild(label, source, cast(BuildResult, None), failed)
 
@@ -142,7 +144,7 @@ class NullBuilds:
         self.null_builds: list[CandidateBuild] = []
         self.null_finished = threading.Event()
 
-    def __call__(self, source: str, label: str) -> CandidateBuild:
+    def __call__(self, source: str, label: str, **_: object) -> CandidateBuild:
         if label != "trusted-null-candidate":
             return CandidateBuild(label, source, BUILT, self.candidate)
         threading.Event().wait(self.null_seconds)
@@ -159,7 +161,7 @@ def test_a_candidate_that_does_not_build_returns_only_once_the_null_candidates_b
     evaluator, _ = on_gpu_zero(tmp_path)
     failed = cast(EvalResult, "the compile error's verdict")
     builds = NullBuilds(failed, null_seconds=0.5)
-    monkeypatch.setattr(evaluator, "_warm_references_in_background", lambda clock: None)
+    monkeypatch.setattr(evaluator, "_warm_references_in_background", lambda *_: None)
     monkeypatch.setattr(evaluator, "build", builds)
     assert evaluator.evaluate(HONEST, "broken.cu") is failed
     assert builds.null_finished.is_set()
@@ -178,7 +180,7 @@ def test_the_null_candidate_built_beside_the_compile_is_the_one_calibration_uses
         assert "calibration" in findings.stages.seconds  # the background build's seconds, merged
         return done
 
-    monkeypatch.setattr(evaluator, "_warm_references_in_background", lambda clock: None)
+    monkeypatch.setattr(evaluator, "_warm_references_in_background", lambda *_: None)
     monkeypatch.setattr(evaluator, "build", builds)
     monkeypatch.setattr(evaluator, "_run", run)
     assert evaluator.evaluate(HONEST, "naive.cu") is done
@@ -197,7 +199,7 @@ def test_a_null_candidate_that_fails_in_the_background_fails_again_where_calibra
         raised.append(str(error.value))
         return cast(EvalResult, "the verdict")
 
-    monkeypatch.setattr(evaluator, "_warm_references_in_background", lambda clock: None)
+    monkeypatch.setattr(evaluator, "_warm_references_in_background", lambda *_: None)
     monkeypatch.setattr(evaluator, "build", builds)
     monkeypatch.setattr(evaluator, "_run", run)
     evaluator.evaluate(HONEST, "naive.cu")
@@ -214,7 +216,7 @@ def test_a_memory_plan_that_fails_in_the_background_is_raised_once_the_build_is_
     def planned(clock: object) -> object:
         raise RuntimeError("CUDA error: initialization error")
 
-    def build(source: str, label: str) -> CandidateBuild:
+    def build(source: str, label: str, **_: object) -> CandidateBuild:
         built.append(label)
         return builds(source, label)
 
@@ -223,4 +225,48 @@ def test_a_memory_plan_that_fails_in_the_background_is_raised_once_the_build_is_
     with pytest.raises(RuntimeError, match="initialization error"):
         evaluator.evaluate(HONEST, "naive.cu")
     assert "naive.cu" in built
+    assert not any(t.name in ("warm-references", "build-null-candidate") for t in threading.enumerate())
+
+
+def test_cuda_starts_in_the_background_only_once_nvcc_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # CUDA's start holds the interpreter's lock: begun first, it would hold up the compile it is meant to overlap.
+    evaluator, _ = on_gpu_zero(tmp_path)
+    order: list[str] = []
+    plan, planned = evaluator.plan, threading.Event()
+
+    def planning(clock: object) -> object:
+        order.append("plan")
+        planned.set()
+        return plan
+
+    def build(source: str, label: str, on_compile: Callable[[], None] | None = None) -> CandidateBuild:
+        if on_compile is None:  # the null candidate's
+            return NullBuilds(None)(source, label)
+        threading.Event().wait(0.2)
+        order.append("nvcc runs")
+        on_compile()
+        assert planned.wait(30.0)
+        return CandidateBuild(label, source, BUILT, cast(EvalResult, "a compile error's verdict"))
+
+    monkeypatch.setattr(evaluator, "_planned", planning)
+    monkeypatch.setattr(evaluator, "build", build)
+    evaluator.evaluate(HONEST, "naive.cu")
+    assert order == ["nvcc runs", "plan"]
+
+
+def test_a_build_refused_before_nvcc_runs_starts_no_cuda_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    evaluator, _ = on_gpu_zero(tmp_path)
+    refused = cast(EvalResult, "the refused build's verdict")
+
+    def planning(clock: object) -> object:
+        raise AssertionError("the memory plan was made for a build that was refused")
+
+    def build(source: str, label: str, **_: object) -> CandidateBuild:
+        if label == "trusted-null-candidate":
+            return NullBuilds(None)(source, label)
+        return CandidateBuild(label, source, BUILT, refused)
+
+    monkeypatch.setattr(evaluator, "_planned", planning)
+    monkeypatch.setattr(evaluator, "build", build)
+    assert evaluator.evaluate(HONEST, "naive.cu") is refused
     assert not any(t.name in ("warm-references", "build-null-candidate") for t in threading.enumerate())
