@@ -8,6 +8,11 @@ per stage (the result's `stages`, harness/stages.py) and for the process's wall 
 repeats with their spread (fastest-slowest), one column per case; the GPU and the commit come first.
 Stages overlap (references are computed while the candidate compiles), so they need not add up to the wall.
 
+The machine cache is warmed with each problem's naive kernel, so it also holds what is made once per problem
+(the problem's analysis, harness/analysis.py, and the trusted null candidate's build): the figures are those of a
+later candidate of a problem. With --first-candidate each copy loses the problems' analyses, so every evaluation
+analyses its problem again, as the first candidate of a problem does (the null candidate's build stays warm).
+
 Run on a GPU machine:  python benchmarks/eval_stages.py [--repeats 5] [--baseline] [--json OUT.json]
 """
 
@@ -112,14 +117,18 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true",
                         help="time the PyTorch baselines too (warmed into the machine cache first)")
     parser.add_argument("--json", type=Path, help="write every sample here")
+    parser.add_argument("--first-candidate", action="store_true",
+                        help="drop the problems' analyses from each copy of the cache (see the module docstring)")
     arguments = parser.parse_args()
     gpu = _gpu_name()
     if gpu is None:
         print("eval_stages: no CUDA GPU is visible (nvidia-smi lists none); run this on a GPU machine",
               file=sys.stderr)
         raise SystemExit(2)
+    which = ("a problem's first candidate: its analysis made anew" if arguments.first_candidate else
+             "a later candidate of each problem: its analysis read back from the cache")
     print(f"GPU: {gpu}; commit {_commit()}; {arguments.repeats} fresh processes per case, each on a copy of a "
-          "warm machine cache (its candidate compiles anew); seconds: median (fastest-slowest)")
+          f"warm machine cache (its candidate compiles anew; {which}); seconds: median (fastest-slowest)")
     with tempfile.TemporaryDirectory(prefix="kb-eval-stages-") as scratch:
         machine = Path(scratch) / "machine"
         warm_machine_cache(machine, arguments.baseline)
@@ -129,6 +138,8 @@ def main() -> None:
             for case, sample in zip(chosen, samples, strict=True):  # cases interleaved: a drift hits them all
                 cache = Path(scratch) / "run"
                 shutil.copytree(machine, cache)
+                if arguments.first_candidate:
+                    shutil.rmtree(cache / "analysis", ignore_errors=True)
                 wall, result = evaluate(case, cache, arguments.baseline)
                 shutil.rmtree(cache)
                 sample.add(WALL, wall)

@@ -9,29 +9,41 @@ when one is given, else to the CPU, but only up to `CPU_PASS_LIMIT_BYTES` of inp
 larger CPU pass would take the machine's memory: `SpecNeedsGpu`). Small recurrent models run untracked, on
 the GPU (its allocator then measures the footprint) or else the CPU: under any tracking mode, and on meta,
 PyTorch decomposes an RNN into per-step operators, which takes minutes where the fused kernel takes a second.
+
+An analysis is kept for the process, and, given a cache folder, on disk (`analysis/` there) under everything it
+depends on: the problem's name and content, the GPU (index and name), torch's and Python's versions and the
+source of the harness and KB modules that make it. A later process (`eval` runs one per candidate) reads it
+back instead of running the pass again; an entry that is damaged or made under another key is made anew.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
+from kernelblaster.harness.cuda_device import device_name
 from kernelblaster.harness.operations import OperationRecorder, ReducedRows
 from kernelblaster.harness.problem import Problem, ProblemError, ProblemInstance, ProblemTimedOut, instantiate
 from kernelblaster.harness.semantics import SemanticsRecorder
 from kernelblaster.harness.spec import ProblemSpec, run_forward, spec_from_output
 from kernelblaster.kb.operations import OperationKind
+from kernelblaster.tools.files import write_atomically
 
 # Recurrent models on the CPU only while their arguments stay this small (they are KB-sized in KernelBench).
 CPU_FIRST_LIMIT_BYTES = 1 << 30
@@ -64,26 +76,92 @@ class ProblemAnalysis:
     rows: tuple[ReducedRows, ...] | None = None  # what its row-family operators reduce; None where untracked
 
 
+class StoredAnalysis(BaseModel):
+    """A `ProblemAnalysis` as the disk cache keeps it, with the key it was made under."""
+
+    key: str
+    spec: ProblemSpec
+    footprint: ForwardFootprint
+    device: str
+    operations: list[OperationKind] | None
+    rows: list[ReducedRows] | None
+
+    def analysis(self) -> ProblemAnalysis:
+        return ProblemAnalysis(self.spec, self.footprint, self.device,
+                               None if self.operations is None else frozenset(self.operations),
+                               None if self.rows is None else tuple(self.rows))
+
+
 # Analyses made in this process (a few hundred bytes each): see `analyse_problem`.
 _ANALYSES: dict[tuple[str, str, int | None], ProblemAnalysis] = {}
 _ANALYSES_LOCK = threading.Lock()
+# The packages whose source makes an analysis: a change to any of their modules makes every stored one stale.
+_SOURCE_PACKAGES = ("harness", "kb")
 
 
-def analyse_problem(problem: Problem, gpu: int | None) -> ProblemAnalysis:
+def analyse_problem(problem: Problem, gpu: int | None, cache_dir: Path | None = None) -> ProblemAnalysis:
     """Derive the spec and footprint on the cheapest device that can run the model (see the module docstring).
 
     The result is kept for the process by what it depends on, the problem's name and content and the GPU: a
     run's preflight (on the user's file) and its evaluator (on the run's copy) share one pass, a GPU pass for
-    a model that shapes alone cannot run."""
+    a model that shapes alone cannot run. With `cache_dir`, it is also kept on disk for later processes; a
+    problem whose pass fails is never stored, so its error is raised again every time."""
     key = (problem.name, problem.sha256, gpu)
     with _ANALYSES_LOCK:
         kept = _ANALYSES.get(key)
     if kept is not None:
         return kept
-    analysis = _analyse_anew(problem, gpu)
+    analysis = _analyse_anew(problem, gpu) if cache_dir is None else _stored_or_anew(problem, gpu, cache_dir)
     with _ANALYSES_LOCK:
         _ANALYSES[key] = analysis
     return analysis
+
+
+def forget_analyses() -> None:
+    """Forget the analyses this process made (a benchmark's first candidate of a problem pays for its own)."""
+    with _ANALYSES_LOCK:
+        _ANALYSES.clear()
+
+
+def analysis_key(problem: Problem, gpu: int | None) -> str:
+    """Everything a stored analysis of `problem` must have been made under to be used, spelt out."""
+    device = "no GPU" if gpu is None else f"GPU {gpu} ({device_name(gpu)})"  # no CUDA start: the driver's
+    return (f"problem {problem.name} sha256 {problem.sha256}; {device}; torch {torch.__version__}; "
+            f"python {sys.version.split()[0]}; source {_source_digest()}")
+
+
+def analysis_path(problem: Problem, gpu: int | None, cache_dir: Path) -> Path:
+    digest = hashlib.sha256(analysis_key(problem, gpu).encode()).hexdigest()[:16]
+    return cache_dir / "analysis" / f"{problem.sha256[:16]}-{digest}.json"
+
+
+def _stored_or_anew(problem: Problem, gpu: int | None, cache_dir: Path) -> ProblemAnalysis:
+    key = analysis_key(problem, gpu)
+    path = analysis_path(problem, gpu, cache_dir)
+    try:
+        stored = StoredAnalysis.model_validate_json(path.read_bytes())
+        if stored.key == key:
+            return stored.analysis()
+    except (OSError, ValidationError, ValueError):  # absent, unreadable or damaged: made anew below
+        pass
+    analysis = _analyse_anew(problem, gpu)
+    entry = StoredAnalysis(key=key, spec=analysis.spec, footprint=analysis.footprint, device=analysis.device,
+                           operations=None if analysis.operations is None else sorted(analysis.operations),
+                           rows=None if analysis.rows is None else list(analysis.rows))
+    with contextlib.suppress(OSError):  # a cache that cannot be written costs the next process time, nothing else
+        write_atomically(path, entry.model_dump_json().encode())
+    return analysis
+
+
+@cache
+def _source_digest() -> str:
+    """A digest of the Python source of the packages that make an analysis (read once per process)."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for package in _SOURCE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def _analyse_anew(problem: Problem, gpu: int | None) -> ProblemAnalysis:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -115,9 +117,10 @@ class BuildResult(BaseModel):
 
 def build_candidate(
     source: str, header: str, workdir: Path, *, arch: str, allow: frozenset[str], cache_dir: Path,
-    sandbox: Sandbox | None,
+    sandbox: Sandbox | None, on_compile: Callable[[], None] | None = None,
 ) -> BuildResult:
-    """Write the candidate and its header into `workdir` and build its driver library there."""
+    """Write the candidate and its header into `workdir` and build its driver library there; `on_compile` is
+    called once nvcc runs on the candidate (not on a cache hit)."""
     allow = validate_allow(allow)
     make_cache_folder(workdir)
     make_cache_folder(cache_dir)
@@ -137,7 +140,7 @@ def build_candidate(
     if not result.violations:
         with clock.timing("compile"):
             checked = _compile_and_check(result, source_path, workdir, arch=arch, allow=allow, cache_dir=cache_dir,
-                                         sandbox=sandbox)
+                                         sandbox=sandbox, on_compile=on_compile)
         if checked is not None:
             with clock.timing("link"):
                 _link(result, checked, workdir, arch=arch, allow=allow, cache_dir=cache_dir, sandbox=sandbox)
@@ -161,11 +164,12 @@ def source_refusal(source: str, allow: frozenset[str], workdir: Path) -> BuildRe
 
 
 def _compile_and_check(result: BuildResult, source_path: Path, workdir: Path, *, arch: str, allow: frozenset[str],
-                       cache_dir: Path, sandbox: Sandbox | None) -> Path | None:
+                       cache_dir: Path, sandbox: Sandbox | None,
+                       on_compile: Callable[[], None] | None = None) -> Path | None:
     """Compile the candidate's object and check what the compile read, its host assembly and its imports: the
     object, or None when the build stops here (`result` says why)."""
     result.compile = compile_object(source_path, workdir / OBJECT_NAME, arch=arch, include_dirs=[workdir, DRIVER_DIR],
-                                    cache_dir=cache_dir, sandbox=sandbox, inspect_host_code=True)
+                                    cache_dir=cache_dir, sandbox=sandbox, inspect_host_code=True, on_start=on_compile)
     result.violations = files_read_outside(result.compile, workdir)
     if result.violations:
         return None
@@ -236,6 +240,12 @@ def host_assembly_violations(blocks: list[AssemblyBlock]) -> list[StaticViolatio
     return violations
 
 
+# The trusted pieces (driver, launcher, workspace wrappers) go to fixed paths, through temporary files named by
+# the process: two threads of one process (a candidate's build and the null candidate's, in the background)
+# build them one at a time. Reentrant: the driver's library builds its object.
+_TRUSTED_BUILD_LOCK = threading.RLock()
+
+
 def make_cache_folder(folder: Path) -> None:
     """Create `folder` of the cache, or raise a one-line error saying why it cannot be (the cache set to a file,
     or to a place nothing can be created, such as /proc) and, where it is, the variable that set it."""
@@ -257,8 +267,9 @@ def trusted_object(source: Path, arch: str, cache_dir: Path, sandbox: Sandbox | 
 
     A failure here is the installation's fault, not the candidate's, so it is raised, not reported.
     """
-    compiled = compile_object(source, cache_dir / "driver" / f"{source.stem}_{arch}.o", arch=arch,
-                              include_dirs=[DRIVER_DIR], cache_dir=cache_dir, sandbox=sandbox)
+    with _TRUSTED_BUILD_LOCK:
+        compiled = compile_object(source, cache_dir / "driver" / f"{source.stem}_{arch}.o", arch=arch,
+                                  include_dirs=[DRIVER_DIR], cache_dir=cache_dir, sandbox=sandbox)
     if not compiled.ok or compiled.output is None:
         first_error = next((m.text for m in compiled.errors), compiled.log.strip()[-300:])
         raise UserFacingError(f"{source} does not compile for {arch}: {first_error}")
@@ -283,6 +294,11 @@ def driver_object(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> Compil
 def driver_library(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> Path:
     """The test driver's own shared library for `arch`, linked once per driver object, version script and nvcc;
     later calls find it. It exports kb_driver_main alone (kb_driver.map)."""
+    with _TRUSTED_BUILD_LOCK:
+        return _driver_library(arch, cache_dir, sandbox)
+
+
+def _driver_library(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> Path:
     driver = driver_object(arch, cache_dir, sandbox).output
     assert driver is not None  # trusted_object raises otherwise
     key = hashlib.sha256(driver.read_bytes() + DRIVER_VERSION_SCRIPT.read_bytes()
@@ -300,6 +316,11 @@ def driver_library(arch: str, cache_dir: Path, sandbox: Sandbox | None) -> Path:
 
 def driver_launcher(cache_dir: Path, sandbox: Sandbox | None) -> Path:
     """The launcher built for this machine (once per launcher source and nvcc; later calls find it)."""
+    with _TRUSTED_BUILD_LOCK:
+        return _driver_launcher(cache_dir, sandbox)
+
+
+def _driver_launcher(cache_dir: Path, sandbox: Sandbox | None) -> Path:
     nvcc = find_nvcc()
     key = hashlib.sha256(LAUNCHER_SOURCE.read_bytes() + nvcc_version(nvcc).encode()).hexdigest()[:20]
     launcher = cache_dir / "driver" / f"kb_launcher_{key}"

@@ -2,10 +2,12 @@
 too), time, score and profile; and explain a crash with compute-sanitizer's memcheck (`diagnose`).
 
 `CandidateEvaluator` is bound to one problem and one set of options: the problem's analysis (spec and
-footprint, derived without the GPU), header, memory plan, references, roofline and baselines are made
-once. The stages run separately, so an agent can retry a failed compile or verification before spending
-GPU time on timing (a time below the reference algorithm's compute floor is verified again, in the same driver
-process, before it is scored); each returns a value, the values are gathered in `Findings`, and `verdict.decide`
+footprint, derived without the GPU, and kept on disk for later processes), header, memory plan, references,
+roofline and baselines are made once. While a candidate compiles, CUDA starts in this process, the memory is
+planned, the references are computed and the trusted null candidate is built, in the background. The
+stages run separately, so an agent can retry a failed compile or verification before spending GPU time on
+timing (a time below the reference algorithm's compute floor is verified again, in the same driver process,
+before it is scored); each returns a value, the values are gathered in `Findings`, and `verdict.decide`
 turns them into the verdict in one place. Every outcome of the candidate (compile errors, crashes, hangs,
 wrong answers, forged replies, what the sandbox blocked) is an `EvalResult`, and so are a problem too
 large for the GPU (`too_large`, before anything is allocated) and any exception of the harness itself
@@ -26,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from importlib.resources import files
 from pathlib import Path
@@ -45,6 +47,7 @@ from kernelblaster.harness.build import (
     check_libraries_installed,
     source_refusal,
 )
+from kernelblaster.harness.cuda_device import device_capability, device_name
 from kernelblaster.harness.gpu_facts import GpuFacts, read_gpu_facts
 from kernelblaster.harness.gpu_reserve import (
     TrustedOutOfMemory,
@@ -124,7 +127,7 @@ def gpu_available() -> bool:
 def detect_arch(gpu: int) -> str:
     if not gpu_available():
         return DEFAULT_ARCH
-    major, minor = torch.cuda.get_device_capability(gpu)
+    major, minor = device_capability(gpu)  # through CUDA's driver: PyTorch starts CUDA later, in the background
     return f"sm_{major}{minor}"
 
 
@@ -180,10 +183,13 @@ class CandidateEvaluator:
             check_libraries_installed(options.allow, self.arch, self.objects_dir, self.sandbox)
         if options.sanitize:
             require_sanitizer()
-        self.analysis = analyse_problem(problem, self.gpu)
+        # Kept on disk too: a later evaluation of the same problem (a fresh `eval` process) reads it back.
+        self.analysis = analyse_problem(problem, self.gpu, options.cache_dir)
         self.spec = self.analysis.spec
         self.header = generate_header(self.spec)
         self._round_trip: RoundTrip | None = None
+        self._null_build: CandidateBuild | None = None  # the trusted null candidate, built once per evaluator
+        self._null_lock = threading.Lock()  # it is built in the background while a candidate compiles
 
     # -- the stages ---------------------------------------------------------------------------------------
     def evaluate(self, source: str, label: str) -> EvalResult:
@@ -192,34 +198,49 @@ class CandidateEvaluator:
         refused = source_refusal(source, self.options.allow, self._build_dir(source))
         if refused is not None:
             return self._conclude(CandidateBuild(label, source, refused, None), Findings.of_build(refused))
-        background = StageClock()
-        warming = self._warm_references_in_background(background)
+        # While the candidate compiles: CUDA's start in this process and the memory plan, then the references
+        # (one thread), and the null candidate's build (another). CUDA's start holds the interpreter's lock
+        # while it runs, so it waits for nvcc to run (or the build to end) first.
+        background, null_clock, compiling = StageClock(), StageClock(), threading.Event()
+        null = self._build_null_in_background(null_clock)
+        warming = self._warm_references_in_background(background, compiling)
         try:
-            built = self.build(source, label)
+            built = self.build(source, label, on_compile=compiling.set)
         except BaseException:  # no thread of this evaluation outlives it (its torch seeding is process-wide)
+            compiling.set()
             if warming:
                 warming.stop_and_join()
+            if null:
+                null.join()
             raise
+        compiling.set()
+        if null:  # one compile: it finishes either way (no thread of this evaluation outlives it)
+            null.join()
         if warming:
             if built.ok:
                 warming.thread.join()
             else:  # nothing will run: the case being computed finishes, no other begins
                 warming.stop_and_join()
+            warming.raise_failure()  # the plan's failure, raised as it was when the plan came before the build
         if not built.ok:
-            if warming:  # the float64 seconds it spent are this evaluation's, not the next one's `conditioning`
+            if "references" in self.__dict__:  # its float64 seconds are this evaluation's, not the next one's
                 self.references.take_float64_seconds()
             assert built.result is not None
             return built.result
         findings = Findings.of_build(built.build)
         findings.stages.merge(background.seconds)
+        if null and self.plan.fits:  # calibration (which the null candidate is built for) runs only then
+            findings.stages.merge(null_clock.seconds)
         if self.options.sanitize:  # the sanitizer's runs come between verification and timing
             verified = self._run(built, findings, verify=True, measure=False, profile=False)
             return self.measure(built, verified, self.options.profile)
         return self._run(built, findings, verify=True, measure=True, profile=self.options.profile)
 
-    def build(self, source: str, label: str) -> CandidateBuild:
+    def build(self, source: str, label: str, on_compile: Callable[[], None] | None = None) -> CandidateBuild:
+        """Build `source`; `on_compile` is called once nvcc runs on it (not on a cache hit)."""
         build = build_candidate(source, self.header, self._build_dir(source), arch=self.arch,
-                                allow=self.options.allow, cache_dir=self.objects_dir, sandbox=self.sandbox)
+                                allow=self.options.allow, cache_dir=self.objects_dir, sandbox=self.sandbox,
+                                on_compile=on_compile)
         stage = CandidateBuild(label, source, build, None)
         if build.stage != "ok":
             stage.result = self._conclude(stage, Findings.of_build(build))
@@ -350,11 +371,29 @@ class CandidateEvaluator:
         return clock.run("memory_plan", lambda: self.plan)
 
     def _null_candidate(self) -> CandidateBuild:
-        """The harness's own null candidate (no candidate code: what it measures, a candidate cannot bend)."""
-        null = self.build(NULL_CANDIDATE.read_text(), "trusted-null-candidate")
-        if not null.ok:
-            raise RuntimeError(f"the harness's null candidate did not build: {null.result and null.result.summary}")
-        return null
+        """The harness's own null candidate (no candidate code: what it measures, a candidate cannot bend), built
+        once per evaluator (calibration and the batches beside the candidate's use the same); a failed build is
+        raised, and tried again on the next call."""
+        with self._null_lock:
+            if self._null_build is None:
+                null = self.build(NULL_CANDIDATE.read_text(), "trusted-null-candidate")
+                if not null.ok:
+                    raise RuntimeError(
+                        f"the harness's null candidate did not build: {null.result and null.result.summary}")
+                self._null_build = null
+            return self._null_build
+
+    def _build_null_in_background(self, clock: StageClock) -> threading.Thread | None:
+        """Build the null candidate while the candidate compiles (recorded in `clock` as `calibration`, which
+        needs it), where the evaluation may calibrate: with a GPU (a plan that does not fit wastes one build of
+        trusted code). A failure here is raised again, in the foreground, where calibration asks for it."""
+        if self._null_build is not None or self.gpu is None:
+            return None
+        self.sandbox  # noqa: B018  # asked for here, once: a sandbox that cannot start is raised before any thread
+        thread = threading.Thread(target=_build_quietly, name="build-null-candidate", daemon=True,
+                                  args=(self._null_candidate, clock))
+        thread.start()
+        return thread
 
     @contextmanager
     def _batches_beside(self, sets: list[SharedSet], flush: torch.Tensor) -> Iterator[Callable[[list[int]], float]]:
@@ -555,15 +594,31 @@ class CandidateEvaluator:
         return VerificationContext(self.references, self.options.precision, self.options.timeout_s,
                                    self.plan.compare_chunk_elements)
 
-    def _warm_references_in_background(self, clock: StageClock) -> _Warming | None:
-        """Compute the references while the candidate compiles (recorded in `clock` as `references`)."""
-        if self.gpu is None or not self._planned(clock).fits or self.plan.references != "cached":
+    def _warm_references_in_background(self, clock: StageClock, compiling: threading.Event) -> _Warming | None:
+        """While the candidate compiles (once `compiling` is set): the memory plan (CUDA starts in this process
+        with it; `memory_plan`), then, where the plan keeps them, the references (`references`), both recorded
+        in `clock`. A failure of the plan is kept, and raised once the build is over; a build that failed
+        before the plan began (stopped) leaves it for the next evaluation."""
+        if self.gpu is None:
             return None
-        stop = threading.Event()
-        thread = threading.Thread(target=_warm_quietly, name="warm-references", daemon=True,
-                                  args=(self.references, self.options.precision == "strict", stop, clock))
+        stop, failures = threading.Event(), list[BaseException]()
+        thread = threading.Thread(target=self._plan_and_warm, name="warm-references", daemon=True,
+                                  args=(compiling, stop, failures, clock))
         thread.start()
-        return _Warming(thread, stop)
+        return _Warming(thread, stop, failures)
+
+    def _plan_and_warm(self, compiling: threading.Event, stop: threading.Event, failures: list[BaseException],
+                       clock: StageClock) -> None:
+        compiling.wait()
+        if stop.is_set():
+            return
+        try:
+            plan = self._planned(clock)
+        except BaseException as error:  # raised in the foreground, after the build
+            failures.append(error)
+            return
+        if plan.fits and plan.references == "cached":
+            _warm_quietly(self.references, self.options.precision == "strict", stop, clock)
 
     def _require_gpu(self) -> int:
         if self.gpu is None:
@@ -610,7 +665,7 @@ def _concluded(problem: Problem, options: EvalOptions, gpu: int | None, arch: st
     return EvalResult(
         verdict=verdict, summary=summary, problem=str(problem.path), problem_sha256=problem.sha256,
         candidate=built.label, source_sha256=hashlib.sha256(built.source.encode()).hexdigest(),
-        gpu=torch.cuda.get_device_name(gpu) if gpu is not None else None, arch=arch,
+        gpu=device_name(gpu) if gpu is not None else None, arch=arch,  # a refusal never starts PyTorch's CUDA
         precision=options.precision, compiled=build.stage == "ok", compile_log=build.log,
         compile=CompileSummary(stage=build.stage, seconds=build.seconds, cached=build.cached,
                                resources=[r.render() for r in build.resources]),
@@ -655,10 +710,22 @@ class _Warming:
 
     thread: threading.Thread
     stop: threading.Event
+    failures: list[BaseException] = field(default_factory=list)  # what the thread raised, for the foreground
 
     def stop_and_join(self) -> None:
         self.stop.set()
         self.thread.join()
+
+    def raise_failure(self) -> None:
+        """Raise what the thread raised, once it has ended."""
+        if self.failures:
+            raise self.failures[0]
+
+
+def _build_quietly(build: Callable[[], CandidateBuild], clock: StageClock) -> None:
+    """Build the null candidate ahead; a failure here recurs, and is reported, when it is needed."""
+    with contextlib.suppress(Exception), clock.timing("calibration"):
+        build()
 
 
 def _warm_quietly(references: ReferenceCache, strict: bool, stop: threading.Event, clock: StageClock) -> None:

@@ -16,6 +16,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, Field
 
+from kernelblaster.harness.cuda_device import device_name
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.nvcc import find_nvcc, nvcc_version
 
@@ -57,7 +58,7 @@ def this_machine(gpu: int | None) -> Machine:
 def _gpu_name(gpu: int | None) -> str:
     if gpu is None or not torch.cuda.is_available():
         return NONE
-    return torch.cuda.get_device_name(gpu)
+    return device_name(gpu)  # through CUDA's driver: no CUDA start in this process for it
 
 
 def driver_version() -> str:

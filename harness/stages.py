@@ -7,6 +7,7 @@ Light on purpose (pydantic only): the build and the command line record stages w
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,8 +30,9 @@ def _seconds(description: str) -> Any:
 
 class StageTimes(BaseModel):
     """Wall seconds per stage of one evaluation. A stage that did not run is absent (None here, left out of the
-    JSON), never zero. Stages can overlap (the references are computed in the background while the candidate
-    compiles), and a stage run twice (a driver started for verification, then again for timing) adds up."""
+    JSON), never zero. Stages can overlap (CUDA's start, the memory plan and the references, and the null
+    candidate's build, run in the background while the candidate compiles), and a stage run twice (a driver
+    started for verification, then again for timing) adds up."""
 
     process_start: float | None = _seconds("From the process's start to the evaluation's: the interpreter, the "
                                            "imports of the harness and the checks of the GPU index (CUDA's driver "
@@ -38,9 +40,11 @@ class StageTimes(BaseModel):
     problem_load: float | None = _seconds("Importing the problem file")
     static_check: float | None = _seconds("The source rules (harness/static_check.py)")
     problem_spec: float | None = _seconds("The problem's forward pass for its spec, footprint and header "
-                                          "(harness/analysis.py)")
+                                          "(harness/analysis.py; read back from the cache folder once a "
+                                          "process made it)")
     memory_plan: float | None = _seconds("Starting CUDA in this process (where nothing had) and planning the GPU "
-                                         "memory: once per evaluator")
+                                         "memory: once per evaluator (in the background while the candidate "
+                                         "compiles)")
     compile: float | None = _seconds("nvcc compiling the candidate's object (a cache hit takes next to nothing) "
                                      "and the checks of the compiled host code and object")
     link: float | None = _seconds("Linking the candidate's library against the driver's (the trusted driver "
@@ -52,7 +56,8 @@ class StageTimes(BaseModel):
                                           "float64 reference and PyTorch's fp32 error measured from it, which the "
                                           "tolerances widen by; counted in those stages too")
     calibration: float | None = _seconds("The round trip of an empty batch on the harness's null candidate, which "
-                                         "the trusted batches subtract")
+                                         "the trusted batches subtract, and the null candidate's build (in the "
+                                         "background while the candidate compiles)")
     driver_start: float | None = _seconds("Allocating the shared input sets, starting the candidate's driver "
                                           "process in the sandbox and its setup")
     verification: float | None = _seconds("The correctness checks up to special values: runs, outputs written, "
@@ -80,13 +85,16 @@ class StageTimes(BaseModel):
 
 
 class StageClock:
-    """Seconds per stage as they are recorded; a stage recorded twice adds up."""
+    """Seconds per stage as they are recorded; a stage recorded twice adds up. Threads of one evaluation (its
+    background work) may record into one clock."""
 
     def __init__(self, seconds: dict[Stage, float] | None = None) -> None:
         self.seconds: dict[Stage, float] = dict(seconds or {})
+        self._lock = threading.Lock()
 
     def add(self, stage: Stage, seconds: float) -> None:
-        self.seconds[stage] = self.seconds.get(stage, 0.0) + max(seconds, 0.0)
+        with self._lock:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + max(seconds, 0.0)
 
     def merge(self, other: dict[Stage, float]) -> None:
         for stage, seconds in other.items():

@@ -21,7 +21,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -231,6 +231,7 @@ def compile_object(
     sandbox: Sandbox | None,
     timeout_s: float = COMPILE_TIMEOUT_S,
     inspect_host_code: bool = False,
+    on_start: Callable[[], None] | None = None,
 ) -> CompileResult:
     """`nvcc -c` one source; a cache hit (same source, local headers, flags and nvcc) copies the object.
 
@@ -239,6 +240,7 @@ def compile_object(
     end up in the shared libraries the driver's launcher loads. With `inspect_host_code`, the host compiler
     also keeps the assembly it generates, and the inline assembly in it is listed (`host_assembly`, cached
     with the object): what the source spelled, after every macro, stringisation and concatenation.
+    `on_start` is called once nvcc runs (not on a cache hit).
     """
     nvcc = find_nvcc()
     flags = [*compile_flags(arch), *extra_flags, *(HOST_ASSEMBLY_FLAGS if inspect_host_code else ())]
@@ -258,7 +260,7 @@ def compile_object(
     command = [str(nvcc), *flags, *includes, "-MD", "-MF", str(dependency_file), source.name]
     view = SandboxView(read_only=(source.parent, *include_dirs))
     result = _run_nvcc(command, output, arch=arch, timeout_s=timeout_s, cwd=source.parent.resolve(),
-                       sandbox=sandbox, view=view)
+                       sandbox=sandbox, view=view, on_start=on_start)
     result.dependencies = _read_dependencies(dependency_file, source.parent.resolve())
     if inspect_host_code:
         result.host_assembly = _read_host_assembly(output, source.parent.resolve())
@@ -322,8 +324,9 @@ def compile_host_program(source: Path, output: Path, *, sandbox: Sandbox | None,
 
 
 def _run_nvcc(command: list[str], output: Path, *, arch: str, timeout_s: float, cwd: Path | None,
-              sandbox: Sandbox | None, view: SandboxView) -> CompileResult:
-    """Run `command -o output` via a temporary name, so concurrent builds never see half a file."""
+              sandbox: Sandbox | None, view: SandboxView, on_start: Callable[[], None] | None = None) -> CompileResult:
+    """Run `command -o output` via a temporary name, so concurrent builds never see half a file; `on_start` is
+    called once the process runs."""
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
     reported_command = [*command, "-o", str(output)]
@@ -345,6 +348,8 @@ def _run_nvcc(command: list[str], output: Path, *, arch: str, timeout_s: float, 
         cwd=launch.cwd,
         start_new_session=True,
     )
+    if on_start is not None:
+        on_start()
     try:
         log, _ = process.communicate(timeout=timeout_s)
         timed_out = False

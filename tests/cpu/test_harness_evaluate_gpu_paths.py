@@ -91,11 +91,11 @@ def test_a_build_that_raises_leaves_no_background_reference_thread_running(tmp_p
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait, args=(30.0,), daemon=True)
 
-    def warming(clock: object) -> _Warming:
+    def warming(clock: object, compiling: object) -> _Warming:
         thread.start()
         return _Warming(thread, stop)
 
-    def build(source: str, label: str) -> CandidateBuild:
+    def build(source: str, label: str, **_: object) -> CandidateBuild:
         raise RuntimeError("the sandbox could not start")
 
     monkeypatch.setattr(evaluator, "_warm_references_in_background", warming)
@@ -116,7 +116,9 @@ def test_the_float64_seconds_of_a_candidate_that_did_not_build_are_not_the_next_
         computed.set()
         return case
 
-    def build(source: str, label: str) -> CandidateBuild:
+    def build(source: str, label: str, on_compile: Callable[[], None] | None = None) -> CandidateBuild:
+        if on_compile is not None:
+            on_compile()  # nvcc runs: the background work begins
         assert computed.wait(30.0)  # the compile outlasts the first case computed in the background
         return CandidateBuild(label, source, cast(BuildResult, None), failed)
 
@@ -125,3 +127,146 @@ def test_the_float64_seconds_of_a_candidate_that_did_not_build_are_not_the_next_
     monkeypatch.setattr(evaluator, "build", build)
     assert evaluator.evaluate(HONEST, "broken.cu") is failed
     assert references.take_float64_seconds() == 0.0
+
+
+# What a build that got through reads as, for the stand-ins below (its files are never read).
+BUILT = BuildResult(stage="ok", violations=[], compile=None, link=None, source_path=Path("candidate.cu"),
+                    header_path=Path("kb_problem.h"), program=None)
+
+
+class NullBuilds:
+    """A stand-in for `CandidateEvaluator.build`: the candidate's build gives `candidate`; the null candidate's
+    takes `null_seconds` (a compile), is counted, and gives an ok build (or raises `null_error`)."""
+
+    def __init__(self, candidate: EvalResult | None, null_seconds: float = 0.0,
+                 null_error: Exception | None = None) -> None:
+        self.candidate, self.null_seconds, self.null_error = candidate, null_seconds, null_error
+        self.null_builds: list[CandidateBuild] = []
+        self.null_finished = threading.Event()
+
+    def __call__(self, source: str, label: str, **_: object) -> CandidateBuild:
+        if label != "trusted-null-candidate":
+            return CandidateBuild(label, source, BUILT, self.candidate)
+        threading.Event().wait(self.null_seconds)
+        self.null_finished.set()
+        if self.null_error is not None:
+            raise self.null_error
+        built = CandidateBuild(label, source, cast(BuildResult, None), None)
+        self.null_builds.append(built)
+        return built
+
+
+def test_a_candidate_that_does_not_build_returns_only_once_the_null_candidates_build_has_ended(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    evaluator, _ = on_gpu_zero(tmp_path)
+    failed = cast(EvalResult, "the compile error's verdict")
+    builds = NullBuilds(failed, null_seconds=0.5)
+    monkeypatch.setattr(evaluator, "_warm_references_in_background", lambda *_: None)
+    monkeypatch.setattr(evaluator, "build", builds)
+    assert evaluator.evaluate(HONEST, "broken.cu") is failed
+    assert builds.null_finished.is_set()
+    assert not any(thread.name == "build-null-candidate" for thread in threading.enumerate())
+
+
+def test_the_null_candidate_built_beside_the_compile_is_the_one_calibration_uses(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    evaluator, _ = on_gpu_zero(tmp_path)
+    builds = NullBuilds(None)
+    used: list[CandidateBuild] = []
+    done = cast(EvalResult, "the verdict")
+
+    def run(built: CandidateBuild, findings: Findings, **_: object) -> EvalResult:
+        used.extend([evaluator._null_candidate(), evaluator._null_candidate()])  # calibration, batches beside
+        assert "calibration" in findings.stages.seconds  # the background build's seconds, merged
+        return done
+
+    monkeypatch.setattr(evaluator, "_warm_references_in_background", lambda *_: None)
+    monkeypatch.setattr(evaluator, "build", builds)
+    monkeypatch.setattr(evaluator, "_run", run)
+    assert evaluator.evaluate(HONEST, "naive.cu") is done
+    assert len(builds.null_builds) == 1 and used == [builds.null_builds[0]] * 2
+
+
+def test_a_null_candidate_that_fails_in_the_background_fails_again_where_calibration_asks_for_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    evaluator, _ = on_gpu_zero(tmp_path)
+    builds = NullBuilds(None, null_error=RuntimeError("the harness's null candidate did not build"))
+    raised: list[str] = []
+
+    def run(built: CandidateBuild, findings: Findings, **_: object) -> EvalResult:
+        with pytest.raises(RuntimeError, match="null candidate did not build") as error:
+            evaluator._null_candidate()
+        raised.append(str(error.value))
+        return cast(EvalResult, "the verdict")
+
+    monkeypatch.setattr(evaluator, "_warm_references_in_background", lambda *_: None)
+    monkeypatch.setattr(evaluator, "build", builds)
+    monkeypatch.setattr(evaluator, "_run", run)
+    evaluator.evaluate(HONEST, "naive.cu")
+    assert builds.null_finished.is_set() and raised  # tried in the background, then again in the foreground
+
+
+def test_a_memory_plan_that_fails_in_the_background_is_raised_once_the_build_is_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # CUDA starts with the plan, beside the compile: its failure is raised as it was when the plan came first.
+    evaluator, _ = on_gpu_zero(tmp_path)
+    builds = NullBuilds(None)
+    built: list[str] = []
+
+    def planned(clock: object) -> object:
+        raise RuntimeError("CUDA error: initialization error")
+
+    def build(source: str, label: str, **_: object) -> CandidateBuild:
+        built.append(label)
+        return builds(source, label)
+
+    monkeypatch.setattr(evaluator, "_planned", planned)
+    monkeypatch.setattr(evaluator, "build", build)
+    with pytest.raises(RuntimeError, match="initialization error"):
+        evaluator.evaluate(HONEST, "naive.cu")
+    assert "naive.cu" in built
+    assert not any(t.name in ("warm-references", "build-null-candidate") for t in threading.enumerate())
+
+
+def test_cuda_starts_in_the_background_only_once_nvcc_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # CUDA's start holds the interpreter's lock: begun first, it would hold up the compile it is meant to overlap.
+    evaluator, _ = on_gpu_zero(tmp_path)
+    order: list[str] = []
+    plan, planned = evaluator.plan, threading.Event()
+
+    def planning(clock: object) -> object:
+        order.append("plan")
+        planned.set()
+        return plan
+
+    def build(source: str, label: str, on_compile: Callable[[], None] | None = None) -> CandidateBuild:
+        if on_compile is None:  # the null candidate's
+            return NullBuilds(None)(source, label)
+        threading.Event().wait(0.2)
+        order.append("nvcc runs")
+        on_compile()
+        assert planned.wait(30.0)
+        return CandidateBuild(label, source, BUILT, cast(EvalResult, "a compile error's verdict"))
+
+    monkeypatch.setattr(evaluator, "_planned", planning)
+    monkeypatch.setattr(evaluator, "build", build)
+    evaluator.evaluate(HONEST, "naive.cu")
+    assert order == ["nvcc runs", "plan"]
+
+
+def test_a_build_refused_before_nvcc_runs_starts_no_cuda_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    evaluator, _ = on_gpu_zero(tmp_path)
+    refused = cast(EvalResult, "the refused build's verdict")
+
+    def planning(clock: object) -> object:
+        raise AssertionError("the memory plan was made for a build that was refused")
+
+    def build(source: str, label: str, **_: object) -> CandidateBuild:
+        if label == "trusted-null-candidate":
+            return NullBuilds(None)(source, label)
+        return CandidateBuild(label, source, BUILT, refused)
+
+    monkeypatch.setattr(evaluator, "_planned", planning)
+    monkeypatch.setattr(evaluator, "build", build)
+    assert evaluator.evaluate(HONEST, "naive.cu") is refused
+    assert not any(t.name in ("warm-references", "build-null-candidate") for t in threading.enumerate())

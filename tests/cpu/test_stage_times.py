@@ -91,6 +91,7 @@ def test_an_evaluator_refuses_before_it_warms_references_or_compiles(tmp_path: P
         raise AssertionError("a refused candidate reached the GPU or the compiler")
 
     monkeypatch.setattr(evaluator, "_warm_references_in_background", forbidden)
+    monkeypatch.setattr(evaluator, "_build_null_in_background", forbidden)
     monkeypatch.setattr(evaluator, "build", forbidden)
     result = evaluator.evaluate(REFUSED.read_text(), "raw_syscall_asm.cu")
     assert result.verdict == "static_violation"
