@@ -56,7 +56,8 @@ IMPORT_GROUPS: tuple[ImportGroup, ...] = (
     ImportGroup(
         "cuda_memory",
         "workspace on the device (also stream-ordered and from pools: the allocators here are the ones the "
-        "workspace wrappers poison, so cudaMalloc3D and cudaMallocArray are left out), pinned host buffers, "
+        "workspace wrappers poison, so cudaMalloc3D and cudaMallocArray are left out), pinned host buffers "
+        "(poisoned too), "
         "copies, memsets, __constant__ and __device__ symbols, texture and surface objects over linear memory",
         _words("cudaMalloc cudaMallocAsync cudaMallocFromPoolAsync cudaMallocPitch cudaFree "
                "cudaFreeAsync cudaMallocHost cudaHostAlloc cudaFreeHost cudaMemGetInfo cudaPointerGetAttributes "
@@ -72,7 +73,9 @@ IMPORT_GROUPS: tuple[ImportGroup, ...] = (
     ImportGroup(
         "cuda_streams",
         "ordering work: streams (joined back to kb_forward's), events, L2 access-policy windows on a stream, "
-        "and CUDA graphs of kernel, copy, memset, event and memory nodes (no host nodes)",
+        "and CUDA graphs of kernel, copy, memset, event and memory-free nodes (no host nodes; no allocation "
+        "nodes, whose memory the workspace wrappers cannot poison: cudaMallocAsync in a captured stream is "
+        "poisoned)",
         _words("cudaStreamCreate cudaStreamCreateWithFlags cudaStreamCreateWithPriority cudaStreamDestroy "
                "cudaStreamSynchronize cudaStreamQuery cudaStreamWaitEvent cudaStreamGetPriority cudaStreamGetFlags "
                "cudaStreamGetAttribute cudaStreamSetAttribute cudaStreamBeginCapture cudaStreamEndCapture "
@@ -86,7 +89,7 @@ IMPORT_GROUPS: tuple[ImportGroup, ...] = (
                "cudaGraphExecUpdate cudaGraphAddKernelNode cudaGraphKernelNodeGetParams "
                "cudaGraphKernelNodeSetParams cudaGraphExecKernelNodeSetParams cudaGraphAddMemcpyNode "
                "cudaGraphAddMemcpyNode1D cudaGraphAddMemsetNode cudaGraphAddEmptyNode cudaGraphAddChildGraphNode "
-               "cudaGraphAddEventRecordNode cudaGraphAddEventWaitNode cudaGraphAddMemAllocNode "
+               "cudaGraphAddEventRecordNode cudaGraphAddEventWaitNode "
                "cudaGraphAddMemFreeNode cudaGraphAddDependencies cudaGraphGetNodes cudaGraphNodeGetType"),
     ),
     ImportGroup(

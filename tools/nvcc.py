@@ -50,7 +50,8 @@ COMPILE_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory
 
 # The candidate's workspace allocations are routed through the trusted poisoning wrappers linked into its
 # library (harness/driver/kb_workspace.cu); only the candidate's undefined references are redirected by --wrap.
-WRAPPED_ALLOCATORS = ("cudaMalloc", "cudaMallocAsync", "cudaMallocFromPoolAsync", "cudaMallocPitch")
+WRAPPED_ALLOCATORS = ("cudaMalloc", "cudaMallocAsync", "cudaMallocFromPoolAsync", "cudaMallocPitch", "cudaMallocHost",
+                      "cudaHostAlloc")
 
 Severity = Literal["error", "warning", "remark", "note"]
 

@@ -7,10 +7,15 @@
 // so this is the same in verification and timing, and the memset is charged to the call that allocates, as
 // the allocation is.
 //
+// Pinned host buffers (cudaMallocHost, cudaHostAlloc; mapped ones are device-readable) are poisoned the same
+// way on the host. Memory a CUDA graph's allocation node would take is not: that call is not allowed.
+//
 // There is no switch: poisoning used to follow a flag the driver exported and set around its calls, and
 // code in the candidate's process could find that flag (through these wrappers' own global offset table)
 // and clear it. What remains in the candidate's reach is this code itself (its machine code can be patched
 // or the real allocator reached by address), which no check inside the process can rule out.
+#include <cstring>
+
 #include <cuda_runtime.h>
 
 extern "C" {
@@ -18,6 +23,8 @@ cudaError_t __real_cudaMalloc(void** ptr, size_t size);
 cudaError_t __real_cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream);
 cudaError_t __real_cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream);
 cudaError_t __real_cudaMallocPitch(void** ptr, size_t* pitch, size_t width, size_t height);
+cudaError_t __real_cudaMallocHost(void** ptr, size_t size);
+cudaError_t __real_cudaHostAlloc(void** ptr, size_t size, unsigned int flags);
 }
 
 constexpr int kPoisonByte = 0xFF;
@@ -53,4 +60,16 @@ extern "C" cudaError_t __wrap_cudaMallocFromPoolAsync(void** ptr, size_t size, c
   cudaError_t err = __real_cudaMallocFromPoolAsync(ptr, size, pool, stream);
   if (err != cudaSuccess || size == 0) return err;
   return cudaMemsetAsync(*ptr, kPoisonByte, size, stream);
+}
+
+extern "C" cudaError_t __wrap_cudaMallocHost(void** ptr, size_t size) {
+  cudaError_t err = __real_cudaMallocHost(ptr, size);
+  if (err == cudaSuccess && size != 0) std::memset(*ptr, kPoisonByte, size);
+  return err;
+}
+
+extern "C" cudaError_t __wrap_cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
+  cudaError_t err = __real_cudaHostAlloc(ptr, size, flags);
+  if (err == cudaSuccess && size != 0) std::memset(*ptr, kPoisonByte, size);
+  return err;
 }

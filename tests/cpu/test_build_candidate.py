@@ -117,6 +117,26 @@ def test_the_linked_candidate_allocates_through_the_driver_poisoning_wrappers(sc
     assert "cudaMalloc" not in calls and "cudaMallocAsync" not in calls
 
 
+def test_pinned_host_buffers_are_allocated_through_the_poisoning_wrappers(tmp_path: Path, build_cache: Path,
+                                                                          sandbox: Sandbox) -> None:
+    built = build("reads_fresh_pinned_memory", tmp_path, build_cache, sandbox)
+    calls = calls_in_function(library(built), "kb_forward")
+    assert "__wrap_cudaMallocHost" in calls and "__wrap_cudaHostAlloc" in calls
+    assert "cudaMallocHost" not in calls and "cudaHostAlloc" not in calls
+
+
+def test_a_graph_allocation_node_is_refused_as_memory_no_wrapper_poisons(tmp_path: Path, build_cache: Path,
+                                                                         sandbox: Sandbox) -> None:
+    source = (FIXTURES / "scale_ok.cu").read_text() + (
+        "\nextern \"C\" int take_graph_memory(cudaGraph_t graph, cudaGraphNode_t* node, "
+        "cudaMemAllocNodeParams* params) {\n"
+        "  return cudaGraphAddMemAllocNode(node, graph, nullptr, 0, params) == cudaSuccess ? 0 : 1;\n}\n")
+    built = build_candidate(source, HEADER, tmp_path, arch=ARCH, allow=frozenset(), cache_dir=build_cache,
+                            sandbox=sandbox)
+    assert built.stage == "static_violation"
+    assert "cudaGraphAddMemAllocNode" in {v.text for v in built.violations if v.rule == "unlisted_import"}
+
+
 def test_the_poisoning_wrapper_reaches_the_real_allocator(scale_ok: BuildResult) -> None:
     assert "cudaMalloc" in calls_in_function(library(scale_ok), "__wrap_cudaMalloc")
 

@@ -273,7 +273,7 @@ def test_a_nonzero_return_is_reported_as_rc_and_the_driver_keeps_serving(program
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("program", ["reads_fresh_workspace"], indirect=True)
+@pytest.mark.parametrize("program", ["reads_fresh_workspace", "reads_fresh_pinned_memory"], indirect=True)
 def test_fresh_workspace_reads_as_poison_under_run(program: DriverProgram,
         sandbox: Sandbox) -> None:
     x, y = torch.randn(N, device="cuda"), torch.zeros(N, device="cuda")

@@ -86,7 +86,8 @@ def test_new_workspace_and_outputs_are_poisoned_by_the_driver_as_the_contract_sa
     driver = (REPO / "harness" / "driver" / "kb_driver.cu").read_text()
     workspace = (REPO / "harness" / "driver" / "kb_workspace.cu").read_text()  # linked into the candidate
     assert "constexpr int kPoisonByte = 0xFF;" in driver and "constexpr int kPoisonByte = 0xFF;" in workspace
-    for wrapped in ("cudaMalloc", "cudaMallocAsync", "cudaMallocFromPoolAsync", "cudaMallocPitch"):
+    for wrapped in ("cudaMalloc", "cudaMallocAsync", "cudaMallocFromPoolAsync", "cudaMallocPitch", "cudaMallocHost",
+                    "cudaHostAlloc"):
         assert f"__wrap_{wrapped}(" in workspace
     assert "cudaMemsetAsync(out.data, kPoisonByte" in driver
     assert "Workspace and outputs are poisoned before calls: never rely on their contents." in CONTRACT
