@@ -5,7 +5,6 @@ policy. Gathered once per run (the `setup` node asks the evaluator); `source` sa
 
 from __future__ import annotations
 
-import ctypes
 import re
 from pathlib import Path
 from typing import Literal
@@ -13,6 +12,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, Field
 
+from kernelblaster.harness.cuda_device import device_attributes, driver_version
 from kernelblaster.harness.precision import TENSOR_CORE_OPERANDS, PrecisionPolicy
 from kernelblaster.harness.roofline import peaks_for_device
 from kernelblaster.tools.errors import UserFacingError
@@ -111,42 +111,14 @@ def read_capabilities(device: int, arch: str) -> CapabilityFacts:
     """The capabilities GPU `device` reports (cuDeviceGetAttribute through the driver library); what it cannot
     report comes from its arch."""
     by_arch = capability_facts(arch)
-    attributes = _device_attributes(device, (_COOPERATIVE_LAUNCH, _MAX_BLOCKS_PER_SM, _CLUSTER_LAUNCH))
+    attributes = device_attributes(device, (_COOPERATIVE_LAUNCH, _MAX_BLOCKS_PER_SM, _CLUSTER_LAUNCH))
     if attributes is None:
         return by_arch
     cooperative, blocks, clusters = attributes
     return by_arch.model_copy(update={
         "clusters": bool(clusters), "distributed_shared_memory": bool(clusters),
         "portable_cluster_size": PORTABLE_CLUSTER_SIZE if clusters else 1, "cooperative_launch": bool(cooperative),
-        "max_blocks_per_sm": blocks, "driver": _driver_version()})
-
-
-def _device_attributes(device: int, attributes: tuple[int, ...]) -> list[int] | None:
-    """The attributes of CUDA device `device` (the ordinal PyTorch uses), or None without the driver library."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-    handle = ctypes.c_int()
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(handle), device) != 0:
-        return None
-    values = []
-    for attribute in attributes:
-        value = ctypes.c_int()
-        if cuda.cuDeviceGetAttribute(ctypes.byref(value), attribute, handle) != 0:
-            return None
-        values.append(value.value)
-    return values
-
-
-def _driver_version() -> str | None:
-    try:
-        version = ctypes.c_int()
-        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(version)) != 0:
-            return None
-    except OSError:
-        return None
-    return f"{version.value // 1000}.{version.value % 1000 // 10}"
+        "max_blocks_per_sm": blocks, "driver": driver_version()})
 
 
 def toolkit_release() -> str | None:

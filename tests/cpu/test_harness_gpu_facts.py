@@ -30,8 +30,8 @@ def test_the_toolkit_release_is_read_from_nvcc() -> None:
 
 
 def test_what_the_gpu_reports_overrides_the_arch_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gpu_facts, "_device_attributes", lambda device, attributes: [1, 24, 0])
-    monkeypatch.setattr(gpu_facts, "_driver_version", lambda: "13.0")
+    monkeypatch.setattr(gpu_facts, "device_attributes", lambda device, attributes: [1, 24, 0])
+    monkeypatch.setattr(gpu_facts, "driver_version", lambda: "13.0")
     facts = read_capabilities(0, "sm_90")
     assert (facts.cooperative_launch, facts.max_blocks_per_sm, facts.clusters, facts.portable_cluster_size) == (
         True, 24, False, 1)
@@ -39,5 +39,5 @@ def test_what_the_gpu_reports_overrides_the_arch_table(monkeypatch: pytest.Monke
 
 
 def test_without_the_driver_library_the_arch_table_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gpu_facts, "_device_attributes", lambda device, attributes: None)
+    monkeypatch.setattr(gpu_facts, "device_attributes", lambda device, attributes: None)
     assert read_capabilities(0, "sm_90") == capability_facts("sm_90")
