@@ -5,11 +5,14 @@ several seeds of fresh inputs, then time the kernel. The harness path is `evalua
 process, nvcc -c of the candidate only); the load_inline path is how KernelBench evaluates (a PyTorch C++
 extension built per candidate). Prints each path's wall time, their ratio, and the harness's timing spread.
 
-The harness is timed twice per problem, both in this warm process with a new evaluator each:
-- "first": the problem's first candidate on a cache that knows only the machine (the driver, the GPU's peaks),
-  so it pays the per-problem work too (the problem's analysis, the trusted null candidate's build);
-- "later": a later candidate of the same problem (the same kernel with a comment added, so it compiles anew),
-  on the cache the first left: what each further candidate of an optimization loop costs.
+The harness is timed three ways per problem, all in this warm process:
+- "first": the problem's first candidate, with a new evaluator, on a cache that knows only the machine (the
+  driver, the GPU's peaks), so it pays the per-problem work too (the problem's analysis, the trusted null
+  candidate's build);
+- "later": a later candidate of the same problem (the same kernel with a comment added, so it compiles anew)
+  with a new evaluator, on the cache the first left: what another `eval` of the problem costs;
+- "loop": the same, on the evaluator that evaluated the first (not timed): what each further candidate costs
+  in `optimize`, which keeps one evaluator per problem and GPU (its calibration and null candidate are warm).
 
 `kernelbench_file_seconds` runs a file `kernelblaster export --format kernelbench` wrote down the same
 load_inline path (the file builds its own extension; its ModelNew is verified and timed as above).
@@ -36,10 +39,11 @@ import torch
 from kernelblaster.harness.analysis import forget_analyses, spec_for_problem
 from kernelblaster.harness.build import driver_library
 from kernelblaster.harness.compare import compare_output
-from kernelblaster.harness.evaluate import EvalOptions, detect_arch, evaluate_candidate
+from kernelblaster.harness.evaluate import CandidateEvaluator, EvalOptions, detect_arch, evaluate_candidate
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.precision import PrecisionPolicy, tolerance_for, torch_precision
 from kernelblaster.harness.problem import ProblemInstance, instantiate, load_problem
+from kernelblaster.harness.result import EvalResult
 from kernelblaster.harness.roofline import peaks_for_device
 from kernelblaster.harness.timing import time_torch_calls
 from kernelblaster.tools.sandbox import require_sandbox
@@ -95,17 +99,39 @@ def later_candidate_seconds(problem: Path, candidate: Path, cache: Path, scratch
     """A later candidate of the same problem on the cache the first left: the same kernel with a comment added, so
     that nvcc compiles it anew."""
     later = scratch / candidate.name
-    later.write_text(candidate.read_text() + f"\n// a later candidate ({scratch.name})\n")
+    later.write_text(later_source(candidate, "later"))
     return harness_seconds(problem, later, cache)
 
 
+def loop_candidate_seconds(problem: Path, candidate: Path, cache: Path) -> tuple[float, str, float]:
+    """A later candidate on the evaluator that evaluated the problem's first (that evaluation not timed)."""
+    evaluator = CandidateEvaluator(load_problem(problem), eval_options(cache))
+    try:
+        evaluator.evaluate(candidate.read_text(), str(candidate))
+        started = time.perf_counter()
+        result = evaluator.evaluate(later_source(candidate, "in the loop"), str(candidate))
+        return time.perf_counter() - started, result.verdict, _timing_cv(result)
+    finally:
+        evaluator.close()
+
+
+def later_source(candidate: Path, which: str) -> str:
+    """The candidate's source with a comment added: the same kernel, which nvcc compiles anew."""
+    return candidate.read_text() + f"\n// a {which} candidate ({time.time_ns()})\n"
+
+
 def harness_seconds(problem: Path, candidate: Path, cache: Path) -> tuple[float, str, float]:
-    options = EvalOptions(seeds=SEEDS, baseline=False, cache_dir=cache)
     started = time.perf_counter()
-    result = evaluate_candidate(problem, candidate, options)
-    seconds = time.perf_counter() - started
-    cv = result.timing.event.cv if result.timing else float("nan")
-    return seconds, result.verdict, cv
+    result = evaluate_candidate(problem, candidate, eval_options(cache))
+    return time.perf_counter() - started, result.verdict, _timing_cv(result)
+
+
+def eval_options(cache: Path) -> EvalOptions:
+    return EvalOptions(seeds=SEEDS, baseline=False, cache_dir=cache)
+
+
+def _timing_cv(result: EvalResult) -> float:
+    return result.timing.event.cv if result.timing else float("nan")
 
 
 def load_inline_seconds(problem_path: Path, candidate: Path, build_root: Path) -> tuple[float, bool]:
@@ -180,6 +206,19 @@ def kernelbench_file_seconds(problem_path: Path, kernel_file: Path, build_root: 
     return time.perf_counter() - started, correct
 
 
+def one_repeat(problem: Path, candidate: Path, machine_cache: Path) -> dict[str, tuple[float, str, float]]:
+    """Each way of evaluating the candidate once, from a copy of the machine's cache: (seconds, verdict, CV)."""
+    with tempfile.TemporaryDirectory() as scratch, tempfile.TemporaryDirectory() as build:
+        cache = Path(scratch) / "cache"
+        shutil.copytree(machine_cache, cache)
+        first = first_candidate_seconds(problem, candidate, cache)
+        later = later_candidate_seconds(problem, candidate, cache, Path(scratch))
+        loop = loop_candidate_seconds(problem, candidate, cache)
+        inline_seconds, correct = load_inline_seconds(problem, candidate, Path(build))
+        return {"first": first, "later": later, "loop": loop,
+                "load_inline": (inline_seconds, "ok" if correct else "incorrect", float("nan"))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="cold-cache evaluations per path and candidate")
@@ -189,34 +228,28 @@ def main() -> None:
     print(f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; {SEEDS} seeds; every candidate built "
           "anew (the driver object, GPU peaks and process start-up, paid once per machine, are warm); harness "
           "'first' = the problem's first candidate (its analysis and the null candidate's build included), "
-          "'later' = a later candidate of the same problem")
-    print(f"{'candidate':36} {'first s':>8} {'later s':>8} {'load_inline s':>14} {'ratio first':>12} "
-          f"{'ratio later':>12} {'verdict':>8} {'timing CV':>9}")
+          "'later' = a later candidate of the same problem with a new evaluator (another `eval`), 'loop' = a later "
+          "candidate on the evaluator of the first (as `optimize` evaluates)")
+    print(f"{'candidate':36} {'first s':>8} {'later s':>8} {'loop s':>7} {'load_inline s':>14} {'ratio first':>12} "
+          f"{'ratio later':>12} {'ratio loop':>11} {'verdict':>8} {'timing CV':>9}")
     for problem_name, variant in EXAMPLES:
         problem = ROOT / "examples" / "problems" / f"{problem_name}.py"
         candidate = ROOT / "examples" / "candidates" / problem_name / f"{variant}.cu"
-        first, later, theirs, cvs, verdicts = [], [], [], [], set()
+        seconds: dict[str, list[float]] = {"first": [], "later": [], "loop": [], "load_inline": []}
+        cvs, verdicts = [], set()
         for _ in range(args.repeats):
-            with tempfile.TemporaryDirectory() as scratch, tempfile.TemporaryDirectory() as build:
-                cache = Path(scratch) / "cache"
-                shutil.copytree(machine_cache, cache)
-                seconds, verdict, cv = first_candidate_seconds(problem, candidate, cache)
-                first.append(seconds)
-                cvs.append(cv)
-                verdicts.add(verdict)
-                seconds, verdict, cv = later_candidate_seconds(problem, candidate, cache, Path(scratch))
-                later.append(seconds)
-                cvs.append(cv)
-                verdicts.add(verdict)
-                inline_seconds, _ = load_inline_seconds(problem, candidate, Path(build))
-                theirs.append(inline_seconds)
-        first_median, later_median = statistics.median(first), statistics.median(later)
-        theirs_median = statistics.median(theirs)
-        print(f"{problem_name + '/' + variant:36} {first_median:8.2f} {later_median:8.2f} {theirs_median:14.2f} "
-              f"{theirs_median / first_median:11.1f}x {theirs_median / later_median:11.1f}x "
-              f"{'/'.join(sorted(verdicts)):>8} {statistics.median(cvs) * 100:8.2f}%")
-        print(f"{'':36} spread: harness first {min(first):.2f}-{max(first):.2f} s, later {min(later):.2f}-"
-              f"{max(later):.2f} s, load_inline {min(theirs):.2f}-{max(theirs):.2f} s over {args.repeats} runs")
+            for name, (taken, verdict, cv) in one_repeat(problem, candidate, machine_cache).items():
+                seconds[name].append(taken)
+                if name != "load_inline":
+                    cvs.append(cv)
+                    verdicts.add(verdict)
+        median = {name: statistics.median(values) for name, values in seconds.items()}
+        theirs = median["load_inline"]
+        print(f"{problem_name + '/' + variant:36} {median['first']:8.2f} {median['later']:8.2f} {median['loop']:7.2f} "
+              f"{theirs:14.2f} {theirs / median['first']:11.1f}x {theirs / median['later']:11.1f}x "
+              f"{theirs / median['loop']:10.1f}x {'/'.join(sorted(verdicts)):>8} {statistics.median(cvs) * 100:8.2f}%")
+        spread = ", ".join(f"{name} {min(values):.2f}-{max(values):.2f} s" for name, values in seconds.items())
+        print(f"{'':36} spread: {spread} over {args.repeats} runs")
 
 
 if __name__ == "__main__":
