@@ -9,18 +9,26 @@
 # busy. Several streams suit work that neither profiles nor times.
 # A stream runs its parts one after another with CUDA_VISIBLE_DEVICES set to its GPU; each part's log and
 # JUnit XML go to LOGDIR as gpu_tests.sh writes them, and LOGDIR/STREAM.done marks a stream that ended.
+# The streams run on a copy of the repository (LOGDIR/tree, importing the project from there): each later
+# call sends the working tree again, and at 1b74b64 tests that read a file while it did failed, not found.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
 case "${1:-}" in
   start)
     logdir=$2; shift 2
-    mkdir -p "$logdir"
+    mkdir -p "$logdir" && logdir=$(cd "$logdir" && pwd) tree=$logdir/tree
+    [[ "$logdir/" == "$root"/* ]] && { echo "$0: LOGDIR must be outside the repository ($root)" >&2; exit 2; }
+    mkdir -p "$tree" && cp -a "$root/." "$tree/"
+    # KernelBench carried beside the repository is read from the copy too.
+    kernelbench=${KERNELBLASTER_KERNELBENCH:-}
+    [[ "$kernelbench" == "$root"/* ]] && export KERNELBLASTER_KERNELBENCH=$tree/${kernelbench#"$root"/}
     for stream in "$@"; do
       gpu=${stream%%:*} parts=${stream#*:}
       # setsid: the stream outlives the call that started it, until the machine is given back.
-      OUT=$logdir CUDA_VISIBLE_DEVICES=$gpu setsid bash -c \
-        "'$here/gpu_parts.sh' ${parts//,/ } > '$logdir/stream-$gpu.log' 2>&1; echo \$? > '$logdir/stream-$gpu.done'" \
-        < /dev/null > /dev/null 2>&1 &
+      (cd "$tree" && OUT=$logdir CUDA_VISIBLE_DEVICES=$gpu PYTHONPATH=$tree/typecheck setsid bash -c \
+        "'$tree/.ci/device/gpu_parts.sh' ${parts//,/ } > '$logdir/stream-$gpu.log' 2>&1; echo \$? > '$logdir/stream-$gpu.done'" \
+        < /dev/null > /dev/null 2>&1 &)
       echo "stream on GPU $gpu: $parts"
     done ;;
   wait)
