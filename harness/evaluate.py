@@ -537,8 +537,13 @@ class CandidateEvaluator:
         (harness/timing.py); a median the harness's clock contradicts is `forged_result`."""
         clock = StageClock()
         with clock.timing("event_timing"):
-            _fill_with_timing_arguments(self.references, sets)
-            inputs = TimedInputs(sets)  # digested as filled: the event-timed calls must leave them so too
+            learned = _fill_with_timing_arguments(self.references, sets)
+
+            def refill() -> None:
+                _fill_with_timing_arguments(self.references, sets, fresh=True)
+
+            inputs = TimedInputs(sets, learned=learned, refill=refill)  # digested as filled: the event-timed
+            # calls must leave them so too
             timing = time_candidate(session, list(range(len(sets))), self.options.timeout_s)
             escape = stream_escape_check(timing)
         if not escape.passed:
@@ -547,7 +552,7 @@ class CandidateEvaluator:
         assert self._round_trip is not None, "the null candidate's calibration comes first"
         context = self._verification_context()
         checks = BatchChecks(outputs=lambda index: timed_set_failure(index, sets[index], context),
-                             inputs=inputs.unchanged, prepare=inputs.change)
+                             inputs=inputs.unchanged, prepare=inputs.prepare)
         flush = torch.empty(flush_bytes(self._require_gpu()), dtype=torch.uint8, device=f"cuda:{self.gpu}")
         with self._batches_beside(sets, flush) as beside:
             outcome = TrustedBatches(session, sets, checks, self._round_trip, self.options.timeout_s,
@@ -562,9 +567,11 @@ class CandidateEvaluator:
         timing = timing.model_copy(update={"trusted": outcome.timing})
         return Measurement(timing, [escape, CheckResult(
             name="timed_outputs", passed=True,
-            detail=f"{outcome.timing.checked_batches} of {outcome.timing.batches} batches of timed calls, chosen "
-                   f"after they ran, gave complete, correct outputs on all {len(sets)} sets; inputs unchanged "
-                   "after every batch")], clock.seconds)
+            detail=f"the batch of timed calls on contents changed at secret places, and "
+                   f"{outcome.timing.checked_batches} of the {outcome.timing.batches - 1} on fresh contents, chosen "
+                   "after they ran, gave complete, "
+                   f"correct outputs on all {len(sets)} sets; inputs and params unchanged after every batch")],
+            clock.seconds)
 
     def _sanitize(self, built: CandidateBuild, shared: SharedSet,
                   tools: tuple[SanitizerTool, ...]) -> list[SanitizerResult]:
@@ -693,15 +700,19 @@ def _fill_with_seeds(references: ReferenceCache, sets: list[SharedSet]) -> None:
     torch.cuda.synchronize(references.gpu)
 
 
-def _fill_with_timing_arguments(references: ReferenceCache, sets: list[SharedSet]) -> None:
+def _fill_with_timing_arguments(references: ReferenceCache, sets: list[SharedSet], fresh: bool = False) -> list[bool]:
     """Every set gets the arguments of a seed of its own that verification never uses (no reference: what a set
     must give is computed when a batch is checked): timing and verification calls run on the same sets, and no
-    set is verification's alone."""
+    set is verification's alone. With `fresh`, each set's seed is a new secret one (before each fresh batch).
+    Returns which params are learned weights (`references.learned_params`)."""
+    learned: list[bool] = []
     for index, shared in enumerate(sets):
-        tensor_args, params = references.timing_arguments(index)
-        shared.fill(tensor_args, params)
-        del tensor_args, params  # before the next are built: one set of arguments at a time
+        arguments = references.timing_arguments(index, fresh=fresh)
+        shared.fill(arguments.tensor_args, arguments.params)
+        learned = arguments.learned
+        del arguments  # before the next are built: one set of arguments at a time
     torch.cuda.synchronize(references.gpu)
+    return learned
 
 
 @dataclass(frozen=True)
