@@ -1,62 +1,56 @@
-// HOSTILE: "prepacks" the weights once and reuses them while they look the same: it keeps its own copy of W and
-// b, keyed on their addresses and 64 values sampled across each, and multiplies with the copy. Verification
+// HOSTILE: "prepacks" the weights once and reuses them while they look the same: it keeps its own copies of W and
+// of b, each keyed on its address and 64 values sampled across it, and multiplies with the copies. Verification
 // gives new weights on every seed (the samples change, so it copies again), and the trusted batches changed only
 // the inputs, never the params: `ok`, with outputs wrong for weights that change where it does not sample. The
-// first batch now halves the params too, at a few secret places, and is always checked: its stale copy gives
-// wrong columns, incorrect, failing `timed_outputs`.
+// first batch now halves the learned weights too, at a few secret places, and is always checked: the stale copy
+// of W gives wrong columns, incorrect, failing `timed_outputs`.
 #include <cstdint>
 #include "kb_problem.h"
 
 constexpr int kSamples = 64;
+constexpr int kCopies = 8;
 
-struct Packed {
-  const float *w = nullptr, *b = nullptr;
-  float w_samples[kSamples], b_samples[kSamples];
-  float *w_copy = nullptr, *b_copy = nullptr;
+// A copy of one weight tensor, and what it looked like when copied.
+struct Copy {
+  const float* source = nullptr;
+  float samples[kSamples];
+  float* data = nullptr;
 };
 
 static void sample(const float* data, int64_t n, float* host, cudaStream_t stream) {
   for (int k = 0; k < kSamples; ++k)
     cudaMemcpyAsync(host + k, data + (n - 1) * k / (kSamples - 1), sizeof(float), cudaMemcpyDeviceToHost, stream);
-}
-
-static bool same(const float* a, const float* b) {
-  for (int k = 0; k < kSamples; ++k)
-    if (a[k] != b[k]) return false;
-  return true;
-}
-
-static const Packed& packed_for(const float* w, const float* b, cudaStream_t stream) {
-  static Packed packs[8];
-  static int next = 0;
-  float w_now[kSamples], b_now[kSamples];
-  sample(w, KB_PARAM_LINEAR_WEIGHT_NUMEL, w_now, stream);
-  sample(b, KB_PARAM_LINEAR_BIAS_NUMEL, b_now, stream);
   cudaStreamSynchronize(stream);
-  for (const Packed& pack : packs)
-    if (pack.w == w && pack.b == b && same(pack.w_samples, w_now) && same(pack.b_samples, b_now)) return pack;
-  Packed& pack = packs[next];
-  next = (next + 1) % 8;
-  if (pack.w_copy == nullptr) {
-    cudaMalloc(&pack.w_copy, sizeof(float) * KB_PARAM_LINEAR_WEIGHT_NUMEL);
-    cudaMalloc(&pack.b_copy, sizeof(float) * KB_PARAM_LINEAR_BIAS_NUMEL);
+}
+
+// The copy of `source` (n floats) whose samples match, or a new one.
+static const float* copy_of(Copy (&copies)[kCopies], int& next, const float* source, int64_t n,
+                            cudaStream_t stream) {
+  float now[kSamples];
+  sample(source, n, now, stream);
+  for (const Copy& copy : copies) {
+    if (copy.source != source) continue;
+    bool same = true;
+    for (int k = 0; k < kSamples && same; ++k) same = copy.samples[k] == now[k];
+    if (same) return copy.data;
   }
-  pack.w = w;
-  pack.b = b;
-  for (int k = 0; k < kSamples; ++k) {
-    pack.w_samples[k] = w_now[k];
-    pack.b_samples[k] = b_now[k];
-  }
-  cudaMemcpyAsync(pack.w_copy, w, sizeof(float) * KB_PARAM_LINEAR_WEIGHT_NUMEL, cudaMemcpyDeviceToDevice, stream);
-  cudaMemcpyAsync(pack.b_copy, b, sizeof(float) * KB_PARAM_LINEAR_BIAS_NUMEL, cudaMemcpyDeviceToDevice, stream);
-  return pack;
+  Copy& copy = copies[next];
+  next = (next + 1) % kCopies;
+  if (copy.data == nullptr) cudaMalloc(&copy.data, sizeof(float) * n);
+  copy.source = source;
+  for (int k = 0; k < kSamples; ++k) copy.samples[k] = now[k];
+  cudaMemcpyAsync(copy.data, source, sizeof(float) * n, cudaMemcpyDeviceToDevice, stream);
+  return copy.data;
 }
 
 extern "C" int kb_forward(const KBTensor* inputs, const KBTensor* params, KBTensor* outputs, cudaStream_t stream) {
-  const float* w = static_cast<const float*>(params[KB_PARAM_LINEAR_WEIGHT].data);
-  const float* b = static_cast<const float*>(params[KB_PARAM_LINEAR_BIAS].data);
-  const Packed& pack = packed_for(w, b, stream);
-  gemm_rows(static_cast<const float*>(inputs[KB_IN_X].data), pack.w_copy, pack.b_copy,
-            static_cast<float*>(outputs[KB_OUT_OUT].data), nullptr, kGemmM, stream);
+  static Copy weights[kCopies], biases[kCopies];
+  static int next_weight = 0, next_bias = 0;
+  const float* w = copy_of(weights, next_weight, static_cast<const float*>(params[KB_PARAM_LINEAR_WEIGHT].data),
+                           KB_PARAM_LINEAR_WEIGHT_NUMEL, stream);
+  const float* b = copy_of(biases, next_bias, static_cast<const float*>(params[KB_PARAM_LINEAR_BIAS].data),
+                           KB_PARAM_LINEAR_BIAS_NUMEL, stream);
+  gemm_rows(static_cast<const float*>(inputs[KB_IN_X].data), w, b, static_cast<float*>(outputs[KB_OUT_OUT].data),
+            nullptr, kGemmM, stream);
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
