@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernelblaster.harness import references
+from kernelblaster.harness import evaluate, references
 from kernelblaster.harness.buffers import SharedBuffer, SharedSet
 from kernelblaster.harness.dtypes import dtype_info
 from kernelblaster.harness.problem import Problem, instantiate, load_problem
@@ -278,6 +278,20 @@ def test_fresh_timing_arguments_never_repeat_the_sets_own_or_each_other(monkeypa
     for a, b in ((own, first), (first, second), (own, second)):
         assert not torch.equal(a.tensor_args[0], b.tensor_args[0]) and not torch.equal(a.params[0], b.params[0])
     assert first.learned == [True]
+
+
+def test_a_refill_before_a_fresh_batch_changes_every_sets_inputs_and_params(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(references, "instantiate", lambda problem, seed, device: instantiate(problem, seed, "cpu"))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)  # CPU buffers: nothing to wait for
+    problem = load_problem(GEMM_SUM)
+    cache = CpuReferences(problem, 0, SEEDS, "per_case", True)
+    sets = [cpu_set(problem), cpu_set(problem)]
+    learned = evaluate._fill_with_timing_arguments(cache, sets)
+    before = [[b.tensor.clone() for b in shared.inputs + shared.params] for shared in sets]
+    assert evaluate._fill_with_timing_arguments(cache, sets, fresh=True) == learned == [True]
+    for shared, old in zip(sets, before, strict=True):
+        for buffer, value in zip(shared.inputs + shared.params, old, strict=True):
+            assert float((buffer.tensor != value).float().mean()) > 0.9
 
 
 def test_a_verification_records_the_seconds_of_its_checks_and_of_special_values_apart(
