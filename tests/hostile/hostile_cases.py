@@ -194,6 +194,13 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _contained("reply_deeply_nested", ("host_assembly",), "starts", None, "forged_result"),
     _contained("reply_overlong_line", ("host_assembly",), "starts", None, "forged_result"),
     HostileCase("hoard_gpu_memory_wrong", frozenset(), "starts", verdicts=frozenset({"incorrect"})),
+    # Text the trusted process reads that is not UTF-8: the compiler's output, and a genuine reply whose error
+    # text (an exception's) holds the bytes of a lone surrogate, which the JSON reader turned into one.
+    HostileCase("compiler_message_invalid_utf8", frozenset(), "starts", verdicts=frozenset({"ok"})),
+    HostileCase("exception_text_lone_surrogate", frozenset(), "starts", verdicts=frozenset({"crash"}),
+                reason="kb_forward threw"),
+    HostileCase("exception_text_not_utf8", frozenset(), "starts", verdicts=frozenset({"crash"}),
+                reason="kb_forward threw"),
     # The driver's own formatting and state bent from the candidate's code: the process's locale switched to a
     # decimal comma (the driver's numbers never go through one), the workspace-poisoning switch found in the
     # wrappers' code and cleared (there is none: every allocation is poisoned).
