@@ -568,7 +568,7 @@ class CandidateEvaluator:
         return Measurement(timing, [escape, CheckResult(
             name="timed_outputs", passed=True,
             detail=f"the batch of timed calls on contents changed at secret places, and "
-                   f"{outcome.timing.checked_batches} of the {outcome.timing.batches - 1} on fresh contents, chosen "
+                   f"{outcome.timing.checked_batches} of the {outcome.timing.batches} on fresh contents, chosen "
                    "after they ran, gave complete, "
                    f"correct outputs on all {len(sets)} sets; inputs and params unchanged after every batch")],
             clock.seconds)

@@ -397,8 +397,8 @@ def _made_of(trusted: TrustedTiming) -> str:
 
 
 def trusted_timing(clocks: Sequence[BatchClock], checked: Sequence[bool], round_trip: RoundTrip) -> TrustedTiming:
-    """The lowest per-call time among the batches that count (`checked`: checked, on fresh contents; see
-    `TrustedBatches.counted`), with its tolerance: 5%, or where larger that batch's own
+    """The lowest per-call time among checked batches (the fresh ones: `TrustedBatches` leaves the nudged batch
+    out), with its tolerance: 5%, or where larger that batch's own
     measured jitter per call (the round trip's spread, its snapshot repeats', the batches beside it). Only the
     fastest batch's noise can make the figure too high; a noisier, slower batch is not the figure (at 4bc1d04
     the largest jitter of any batch, on a host whose other GPU was busy, hid a forged median entirely)."""
@@ -540,22 +540,23 @@ class TrustedBatches:
                 failed = self._one(flush)
                 if failed is not None:
                     return TrustedOutcome(None, failed=failed)
-            timing = trusted_timing(self.clocks, self.counted, self.round_trip)
+            timing = self._figure()
             if forged_median(median_ms, timing) is not None:  # noise gets more chances to lower the figure
                 for _ in range(EXTRA_BATCHES):
                     failed = self._one(flush, check=True)
                     if failed is not None:
                         return TrustedOutcome(None, failed=failed)
-                timing = trusted_timing(self.clocks, self.counted, self.round_trip)
+                timing = self._figure()
         except OutputsMoved as moved:
             return TrustedOutcome(None, forged=str(moved))
         return TrustedOutcome(timing, forged=forged_median(median_ms, timing))
 
-    @property
-    def counted(self) -> list[bool]:
-        """Per batch, whether it gives the trusted figure: checked, and on fresh contents (a nudged batch left most
-        of the contents as the calls before saw them, so a memo may rightly be fast there)."""
-        return [check and kind == "fresh" for check, kind in zip(self.checked, self.kinds, strict=True)]
+    def _figure(self) -> TrustedTiming:
+        """The trusted figure from the fresh batches alone (the lowest checked one): a nudged batch left most of
+        the contents as the calls before saw them, so a memo may rightly be fast there."""
+        fresh = [index for index, kind in enumerate(self.kinds) if kind == "fresh"]
+        return trusted_timing([self.clocks[index] for index in fresh], [self.checked[index] for index in fresh],
+                              self.round_trip)
 
     def _one(self, flush: torch.Tensor, check: bool | None = None) -> CheckResult | None:
         order = list(range(len(self.sets)))
