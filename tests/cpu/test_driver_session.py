@@ -275,6 +275,14 @@ def test_an_error_reply_quoting_bytes_that_are_not_utf8_is_read_at_once_as_text_
     str(crashed.value).encode("utf-8")  # strict: no lone surrogate left in it
 
 
+def test_terminal_escape_sequences_a_candidate_prints_or_throws_reach_no_summary() -> None:
+    with fake_session("terminal") as session, pytest.raises(DriverCrashed) as crashed:
+        session.run(0, timeout_s=30)
+    summary = str(crashed.value)
+    assert "\x1b" not in summary and "\x07" not in summary
+    assert "kb_forward threw \\x1b]52;c;b3duZWQ=\\x07" in summary and "\\x1b]0;owned" in summary
+
+
 def test_a_reply_with_an_escaped_lone_surrogate_is_not_the_drivers() -> None:
     with pytest.raises(ImpossibleReply, match="lone surrogate"):
         parse_reply_line(b'{"seq": 3, "ok": false, "error": "\\ud800"}')
