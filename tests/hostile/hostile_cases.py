@@ -201,6 +201,8 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
                 reason="kb_forward threw"),
     HostileCase("exception_text_not_utf8", frozenset(), "starts", verdicts=frozenset({"crash"}),
                 reason="kb_forward threw"),
+    HostileCase("terminal_escape_in_crash", frozenset(), "starts", verdicts=frozenset({"crash"}),
+                reason="kb_forward threw \\x1b]52;c;"),
     # The driver's own formatting and state bent from the candidate's code: the process's locale switched to a
     # decimal comma (the driver's numbers never go through one), the workspace-poisoning switch found in the
     # wrappers' code and cleared (there is none: every allocation is poisoned).
