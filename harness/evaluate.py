@@ -413,7 +413,7 @@ class CandidateEvaluator:
         return self.options.cache_dir / "objects"
 
     def _build_dir(self, source: str) -> Path:
-        key = hashlib.sha256((source + self.header + self.arch + ",".join(sorted(self.options.allow))).encode())
+        key = hashlib.sha256(_encoded(source + self.header + self.arch + ",".join(sorted(self.options.allow))))
         return self.options.cache_dir / "builds" / key.hexdigest()[:20]
 
     # -- running the stages -------------------------------------------------------------------------------
@@ -656,7 +656,7 @@ def evaluate_candidate(problem_path: Path | str, candidate_path: Path | str, opt
 def refused_by_source_rules(problem: Problem, source: str, label: str, options: EvalOptions) -> EvalResult | None:
     """The verdict `static_violation` when the source rules refuse `source`, else None; no problem spec, GPU
     memory, reference or compiler is needed for it (the rules after the compile still run in every build)."""
-    key = hashlib.sha256((source + ",".join(sorted(options.allow))).encode()).hexdigest()[:20]
+    key = hashlib.sha256(_encoded(source + ",".join(sorted(options.allow)))).hexdigest()[:20]
     refused = source_refusal(source, options.allow, options.cache_dir / "builds" / f"refused-{key}")
     if refused is None:
         return None
@@ -671,7 +671,7 @@ def _concluded(problem: Problem, options: EvalOptions, gpu: int | None, arch: st
     build, score = built.build, findings.score
     return EvalResult(
         verdict=verdict, summary=summary, problem=str(problem.path), problem_sha256=problem.sha256,
-        candidate=built.label, source_sha256=hashlib.sha256(built.source.encode()).hexdigest(),
+        candidate=built.label, source_sha256=hashlib.sha256(_encoded(built.source)).hexdigest(),
         gpu=device_name(gpu) if gpu is not None else None, arch=arch,  # a refusal never starts PyTorch's CUDA
         precision=options.precision, compiled=build.stage == "ok", compile_log=build.log,
         compile=CompileSummary(stage=build.stage, seconds=build.seconds, cached=build.cached,
@@ -683,6 +683,12 @@ def _concluded(problem: Problem, options: EvalOptions, gpu: int | None, arch: st
         failure=findings.harness_failure, stages=_stage_times(build, findings),
         machine=this_machine(gpu),
     )
+
+
+def _encoded(text: str) -> bytes:
+    """`text` as UTF-8 to hash, a lone surrogate included (a source holding one is refused, `not_text`, but is
+    named and hashed first)."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _stage_times(build: BuildResult, findings: Findings) -> StageTimes:
