@@ -125,7 +125,7 @@ def build_candidate(
     make_cache_folder(workdir)
     make_cache_folder(cache_dir)
     source_path, header_path = workdir / SOURCE_NAME, workdir / HEADER_NAME
-    source_path.write_text(source)
+    source_path.write_text(source, encoding="utf-8", errors="replace")  # a lone surrogate is refused below
     header_path.write_text(header)
     clock = StageClock()
     result = BuildResult(
@@ -157,7 +157,7 @@ def source_refusal(source: str, allow: frozenset[str], workdir: Path) -> BuildRe
     if not violations:
         return None
     make_cache_folder(workdir)
-    (workdir / SOURCE_NAME).write_text(source)
+    (workdir / SOURCE_NAME).write_text(source, encoding="utf-8", errors="replace")  # the rules say what it held
     return BuildResult(stage="static_violation", violations=violations, compile=None, link=None,
                        source_path=workdir / SOURCE_NAME, header_path=workdir / HEADER_NAME, program=None,
                        stage_seconds=clock.seconds)

@@ -413,7 +413,7 @@ class CandidateEvaluator:
         return self.options.cache_dir / "objects"
 
     def _build_dir(self, source: str) -> Path:
-        key = hashlib.sha256((source + self.header + self.arch + ",".join(sorted(self.options.allow))).encode())
+        key = hashlib.sha256(_encoded(source + self.header + self.arch + ",".join(sorted(self.options.allow))))
         return self.options.cache_dir / "builds" / key.hexdigest()[:20]
 
     # -- running the stages -------------------------------------------------------------------------------
@@ -537,8 +537,13 @@ class CandidateEvaluator:
         (harness/timing.py); a median the harness's clock contradicts is `forged_result`."""
         clock = StageClock()
         with clock.timing("event_timing"):
-            _fill_with_timing_arguments(self.references, sets)
-            inputs = TimedInputs(sets)  # digested as filled: the event-timed calls must leave them so too
+            learned = _fill_with_timing_arguments(self.references, sets)
+
+            def refill() -> None:
+                _fill_with_timing_arguments(self.references, sets, fresh=True)
+
+            inputs = TimedInputs(sets, learned=learned, refill=refill)  # digested as filled: the event-timed
+            # calls must leave them so too
             timing = time_candidate(session, list(range(len(sets))), self.options.timeout_s)
             escape = stream_escape_check(timing)
         if not escape.passed:
@@ -547,7 +552,7 @@ class CandidateEvaluator:
         assert self._round_trip is not None, "the null candidate's calibration comes first"
         context = self._verification_context()
         checks = BatchChecks(outputs=lambda index: timed_set_failure(index, sets[index], context),
-                             inputs=inputs.unchanged, prepare=inputs.change)
+                             inputs=inputs.unchanged, prepare=inputs.prepare)
         flush = torch.empty(flush_bytes(self._require_gpu()), dtype=torch.uint8, device=f"cuda:{self.gpu}")
         with self._batches_beside(sets, flush) as beside:
             outcome = TrustedBatches(session, sets, checks, self._round_trip, self.options.timeout_s,
@@ -562,9 +567,11 @@ class CandidateEvaluator:
         timing = timing.model_copy(update={"trusted": outcome.timing})
         return Measurement(timing, [escape, CheckResult(
             name="timed_outputs", passed=True,
-            detail=f"{outcome.timing.checked_batches} of {outcome.timing.batches} batches of timed calls, chosen "
-                   f"after they ran, gave complete, correct outputs on all {len(sets)} sets; inputs unchanged "
-                   "after every batch")], clock.seconds)
+            detail=f"the batch of timed calls on contents changed at secret places, and "
+                   f"{outcome.timing.checked_batches} of the {outcome.timing.batches} on fresh contents, chosen "
+                   "after they ran, gave complete, "
+                   f"correct outputs on all {len(sets)} sets; inputs and params unchanged after every batch")],
+            clock.seconds)
 
     def _sanitize(self, built: CandidateBuild, shared: SharedSet,
                   tools: tuple[SanitizerTool, ...]) -> list[SanitizerResult]:
@@ -649,7 +656,7 @@ def evaluate_candidate(problem_path: Path | str, candidate_path: Path | str, opt
 def refused_by_source_rules(problem: Problem, source: str, label: str, options: EvalOptions) -> EvalResult | None:
     """The verdict `static_violation` when the source rules refuse `source`, else None; no problem spec, GPU
     memory, reference or compiler is needed for it (the rules after the compile still run in every build)."""
-    key = hashlib.sha256((source + ",".join(sorted(options.allow))).encode()).hexdigest()[:20]
+    key = hashlib.sha256(_encoded(source + ",".join(sorted(options.allow)))).hexdigest()[:20]
     refused = source_refusal(source, options.allow, options.cache_dir / "builds" / f"refused-{key}")
     if refused is None:
         return None
@@ -664,7 +671,7 @@ def _concluded(problem: Problem, options: EvalOptions, gpu: int | None, arch: st
     build, score = built.build, findings.score
     return EvalResult(
         verdict=verdict, summary=summary, problem=str(problem.path), problem_sha256=problem.sha256,
-        candidate=built.label, source_sha256=hashlib.sha256(built.source.encode()).hexdigest(),
+        candidate=built.label, source_sha256=hashlib.sha256(_encoded(built.source)).hexdigest(),
         gpu=device_name(gpu) if gpu is not None else None, arch=arch,  # a refusal never starts PyTorch's CUDA
         precision=options.precision, compiled=build.stage == "ok", compile_log=build.log,
         compile=CompileSummary(stage=build.stage, seconds=build.seconds, cached=build.cached,
@@ -676,6 +683,12 @@ def _concluded(problem: Problem, options: EvalOptions, gpu: int | None, arch: st
         failure=findings.harness_failure, stages=_stage_times(build, findings),
         machine=this_machine(gpu),
     )
+
+
+def _encoded(text: str) -> bytes:
+    """`text` as UTF-8 to hash, a lone surrogate included (a source holding one is refused, `not_text`, but is
+    named and hashed first)."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _stage_times(build: BuildResult, findings: Findings) -> StageTimes:
@@ -693,15 +706,19 @@ def _fill_with_seeds(references: ReferenceCache, sets: list[SharedSet]) -> None:
     torch.cuda.synchronize(references.gpu)
 
 
-def _fill_with_timing_arguments(references: ReferenceCache, sets: list[SharedSet]) -> None:
+def _fill_with_timing_arguments(references: ReferenceCache, sets: list[SharedSet], fresh: bool = False) -> list[bool]:
     """Every set gets the arguments of a seed of its own that verification never uses (no reference: what a set
     must give is computed when a batch is checked): timing and verification calls run on the same sets, and no
-    set is verification's alone."""
+    set is verification's alone. With `fresh`, each set's seed is a new secret one (before each fresh batch).
+    Returns which params are learned weights (`references.learned_params`)."""
+    learned: list[bool] = []
     for index, shared in enumerate(sets):
-        tensor_args, params = references.timing_arguments(index)
-        shared.fill(tensor_args, params)
-        del tensor_args, params  # before the next are built: one set of arguments at a time
+        arguments = references.timing_arguments(index, fresh=fresh)
+        shared.fill(arguments.tensor_args, arguments.params)
+        learned = arguments.learned
+        del arguments  # before the next are built: one set of arguments at a time
     torch.cuda.synchronize(references.gpu)
+    return learned
 
 
 @dataclass(frozen=True)

@@ -155,8 +155,10 @@ def trusted_bytes(sizes: ProblemSizes, flush_bytes: int, float64: bool) -> int:
     """What this process allocates through PyTorch at most while a candidate's driver runs, whether references
     are kept or not: its own L2 flush buffer (the trusted batches), and one reference case computed or checked
     (one case at a time: every case; kept: the timing references on the changed inputs and extra verification's
-    fresh seeds, which are computed then all the same). The copy of the outputs the determinism check keeps is
-    held only while checking, never while a case is computed (harness/verify.py keeps a digest after it)."""
+    fresh seeds, which are computed then all the same; a timing set's refill from a fresh seed, its model and
+    arguments built once, is smaller than computing a case and never overlaps one). The copy of the outputs the
+    determinism check keeps is held only while checking, never while a case is computed (harness/verify.py keeps
+    a digest after it)."""
     return flush_bytes + _per_case_reference_bytes(sizes, float64)
 
 

@@ -17,6 +17,7 @@ import copy
 import secrets
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -165,8 +166,30 @@ STRICT_CASES: tuple[tuple[str, Callable[[torch.Tensor], object]], ...] = (
     ("zero-mean inputs", _zero_mean),
     (f"wide-range inputs (each element times 2^k, |k| <= {WIDE_RANGE_EXPONENT})", _wide_range),
 )
-# Timing cases are seeds never used by verification, drawn per process.
+# Timing cases are seeds never used by verification, drawn per process; the sets' refills before each fresh
+# batch draw theirs above these, each when it is made.
 _TIMING_SEED_BASE = (1 << 40) + secrets.randbits(40)
+_FRESH_TIMING_SEED_BASE = 1 << 41
+
+
+@dataclass(frozen=True)
+class TimingArguments:
+    """What a timing set is filled with: the forward's tensor arguments, the model's state_dict values, and per
+    state_dict entry whether it is a learned weight the timing may change at random places (`learned_params`)."""
+
+    tensor_args: list[torch.Tensor]
+    params: list[torch.Tensor]
+    learned: list[bool]
+
+
+def learned_params(instance: ProblemInstance) -> list[bool]:
+    """Per state_dict entry of the instance's model: a parameter (a learned weight, which a kernel must take as
+    it comes), held by no other entry. Buffers (a causal mask, running statistics) are the problem's own
+    constants a kernel may rely on, and tied weights must change together: neither is changed in place."""
+    state = instance.model.state_dict(keep_vars=True)
+    holders = Counter(value.data_ptr() for value in state.values())
+    return [isinstance(value, torch.nn.Parameter) and value.numel() > 0 and holders[value.data_ptr()] == 1
+            for value in state.values()]
 
 
 def is_float_tensor(value: object) -> bool:
@@ -197,25 +220,31 @@ class ReferenceCache:
         transform = dict(SPECIAL_CASES + STRICT_CASES)[label]
         return self._case(label, lambda: self._compute(self.seeds[0], (label, transform)))
 
-    def timing_arguments(self, index: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def timing_arguments(self, index: int, fresh: bool = False) -> TimingArguments:
         """The tensor arguments and params timing set `index` is filled with: a seed verification never uses,
-        secret to the driver. Built, never run: what the timed calls must give is computed on the set's contents
-        when a batch is checked (`timing_reference`), so a reference here would go unused."""
-        instance = instantiate(self.problem, _TIMING_SEED_BASE + index, f"cuda:{self.gpu}")
-        return instance.tensor_args, list(instance.initial_state.values())
+        secret to the driver; with `fresh`, a new secret seed drawn now (the trusted batches refill every set
+        from one before every batch but the first). Built, never run: what the timed calls must give is computed
+        on the set's contents when a batch is checked (`timing_reference`), so a reference here would go unused."""
+        seed = _FRESH_TIMING_SEED_BASE + secrets.randbits(40) if fresh else _TIMING_SEED_BASE + index
+        instance = instantiate(self.problem, seed, f"cuda:{self.gpu}")
+        return TimingArguments(instance.tensor_args, list(instance.initial_state.values()), learned_params(instance))
 
-    def timing_reference(self, index: int, tensor_args: list[torch.Tensor]) -> ReferenceCase:
-        """What timing case `index` must give on `tensor_args` (its set's contents now: the timing changes them
-        between batches), judged as every case is (`compute_case`), computed now and never kept. The forward
-        runs on copies, so a problem that writes its inputs cannot change the set."""
+    def timing_reference(self, index: int, tensor_args: list[torch.Tensor],
+                         params: list[torch.Tensor]) -> ReferenceCase:
+        """What timing case `index` must give on `tensor_args` and `params` (its set's contents now: the timing
+        changes them between batches), judged as every case is (`compute_case`), computed now and never kept.
+        The forward runs on copies, so a problem that writes its inputs cannot change the set."""
         instance = instantiate(self.problem, _TIMING_SEED_BASE + index, f"cuda:{self.gpu}")
         slots: list[Any] = [None if isinstance(a, torch.Tensor) else a for a in instance.args]
         is_tensor = [isinstance(a, torch.Tensor) for a in instance.args]
         instance.args = []  # the instance's own inputs go before the copies come: one set of inputs at a time
         given = iter(tensor_args)
         instance.args = [next(given).clone() if tensor else slot for slot, tensor in zip(slots, is_tensor, strict=True)]
+        names = list(instance.initial_state)
+        instance.initial_state = {}  # likewise its own params: the model starts from the set's
+        instance.initial_state = {name: param.clone() for name, param in zip(names, params, strict=True)}
         case = self._counted(compute_case(instance, None, self.float64))
-        case.label = f"timing case {index}, changed at random places"
+        case.label = f"timing set {index}, its contents changed before the batch"
         return case
 
     def take_float64_seconds(self) -> float:

@@ -70,8 +70,19 @@ def check_source(source: str, allow: frozenset[str] = frozenset()) -> list[Stati
     return [violation.model_copy() for violation in _check_source(source, validate_allow(allow))]
 
 
+# A lone surrogate (a str from a JSON "\ud800" escape, say) is no character a file can hold: writing or hashing
+# the source would fail in the harness's process.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 @functools.lru_cache(maxsize=32)
 def _check_source(source: str, allow: frozenset[str]) -> tuple[StaticViolation, ...]:
+    surrogate = _LONE_SURROGATE.search(source)
+    if surrogate is not None:  # alone: the other rules quote lines, which would carry it on
+        line = source.count("\n", 0, surrogate.start()) + 1
+        return (StaticViolation(rule="not_text", line=line, text="", message=(
+            f"line {line} holds a lone surrogate (U+{ord(surrogate[0]):04X}), which is not text a file can hold: "
+            "write the source as plain UTF-8")),)
     stripped = strip_comments_and_strings(source)
     found = [*_include_violations(stripped, source, allow), *_api_violations(stripped, source),
              *_pattern_violations(stripped.without_comments, source, _ASSEMBLER_FILE, "assembler_file",

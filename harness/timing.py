@@ -18,10 +18,11 @@ than 5% (or the measured timing noise, where larger) below the GPU time its call
 figure comes with a bound measured here. How (`TrustedBatches`):
 - Batches. After the event timing, the candidate runs batches: one call per rotating set, in a random
   order, back to back on its stream with no synchronisation between them, then one device-wide synchronise
-  and the reply (the driver's `batch` request). Before each batch this process changes every set's inputs
-  at a few secret random places (`TimedInputs`), poisons every set's outputs (each set has its own),
-  flushes L2 with its own buffer, synchronises its device and sends an empty batch (so both processes
-  are awake, as when the round trip was measured), all outside the clock. The clock runs from
+  and the reply (the driver's `batch` request). Before each batch this process changes every set's
+  contents (at a few secret places before the first, from a fresh seed before every later one:
+  `TimedInputs`), poisons every set's outputs (each set has its own), flushes L2 with its own buffer,
+  synchronises its device and sends an empty batch (so both processes are awake, as when the round trip
+  was measured), all outside the clock. The clock runs from
   sending the request to the moment a snapshot of the batch's outputs, read here after the reply at
   secret random places (`OutputSnapshot`), is complete (`BatchClock`). A reply sent before the work was
   done (forged, or early) cannot stop the clock at less than the work: the snapshot is taken again three
@@ -37,15 +38,25 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   beside carry too. Per-call trusted time = (wall - snapshot - round trip)
   / calls. Noise only ever adds to a batch's wall.
 - Checks it cannot predict. After each batch, and only then, the harness draws (secrets) whether to check
-  it: every output of every call against the reference on that set's inputs as changed (computed then),
-  and, after every batch, the inputs and params of every set against a digest taken when they were last
-  changed (and once before the first batch, after the event-timed calls). Only
-  checked batches give the trusted figure (the lowest of them); at least two are checked, and batches run
-  until they are. A candidate that skips work in some batches gains only where the batch goes unchecked,
-  and an unchecked batch's time is never used. Every set is in every batch, so every set is checked.
-  Verification calls are batches too (of set 0), with the same poisoning of outputs and workspace. The
-  event-timed calls (the `time` request) are recognisable and their outputs are not compared: they give
-  only the median, and work skipped there only pulls the median below the trusted figure.
+  it: every output of every call against the reference on that set's contents (computed then), and, after
+  every batch, the inputs and params of every set against a digest taken when they were last changed (and
+  once before the first batch, after the event-timed calls). Only checked batches give the trusted figure
+  (the lowest of them); at least two are checked, and batches run until they are. A candidate that skips
+  work in some batches gains only where the batch goes unchecked, and an unchecked batch's time is never
+  used. Every set is in every batch, so every set is checked. Verification calls are batches too (of set
+  0), with the same poisoning of outputs and workspace. The event-timed calls (the `time` request) are
+  recognisable and their outputs are not compared: they give only the median, and work skipped there only
+  pulls the median below the trusted figure.
+- Contents that never repeat (`TimedInputs`). The first batch (`nudged`) finds the event-timed calls'
+  contents changed at a few secret places, inputs and learned weights alike, and is always checked: a cache
+  keyed on pointers or on sampled values (of the inputs, or of weights it prepared once) gives stale outputs
+  there. It never gives the figure: most of its contents are as the calls before saw them, so an exact
+  memo that compares each call's contents with the last and recomputes only what changed is rightly fast
+  there (four changed places let one recompute four rows of a GEMM: a "time" a small fraction of the
+  work, with every output right). Every later batch (`fresh`) refills every set, inputs and params, from a
+  fresh secret seed of the problem's own distribution, so the calls that give the figure do all the work
+  on contents no call saw before, and the event median, which such a memo serves from its copies, falls
+  below it: `forged_result`.
 - The decision. An event median more than max(5% of the trusted figure, the fastest checked batch's measured
   jitter per call: the calibration's spread, its snapshot repeats', how much the batches beside it differed,
   the last at most `BESIDE_CAP_MS`) below the trusted figure is `forged_result` (after more batches have had
@@ -64,24 +75,29 @@ figure comes with a bound measured here. How (`TrustedBatches`):
   jitter is larger: at most `BESIDE_CAP_MS` over the calls of a batch more, so for calls of a few tens of
   microseconds (four to a batch) the roofline floor, not this clock, is then the bound. And work still
   writing after the reply escapes the snapshot only if it writes a tiny share of the outputs (8192
-  random bytes of each are read). Inputs changed at random places make a cache keyed on pointers or on
-  sampled values return stale outputs, which checked batches see; one keyed on the whole input misses in
-  every batch (batch inputs never repeat), so hits in the event-timed calls only pull the median below the
-  trusted figure. Not covered: a problem with no floating-point input (nothing is changed, so a cache can
-  serve its batches); work a candidate defers from one call of a batch to a later one (it can read the
-  batch's list in its process), so that fused calls make the batch faster than calls one at a time; and
+  random bytes of each are read). Contents changed at random places make a cache keyed on pointers or on
+  sampled values (inputs or weights) return stale outputs, which the nudged batch's check sees; one keyed
+  on the whole content, or a memo of what changed, misses in every fresh batch, so hits in the event-timed
+  calls only pull the median below the trusted figure. Not covered: a problem whose `get_inputs()` and
+  model are not random (a fresh seed gives the same contents, so a cache can serve its fresh batches;
+  without floating-point inputs or weights the nudged batch changes nothing either); work a candidate
+  defers from one call of a batch to a later one (it can read the batch's list in its process), so that
+  fused calls make the batch faster than calls one at a time; and
   an honest kernel whose time depends strongly on its data, so that one set's calls are much slower than
   the others': its median can then lie below the batches' mean by more than the tolerance.
 - Cost per evaluation. Once per evaluator: 7 empty batches on the null candidate's driver (beside its
   existing calibration), and each rotating set filled with the arguments of a seed verification never
-  uses (never run: what a set must give is computed when a batch is checked). Per candidate: typically
-  4 batches (3 to 10, and 4 more only when the median looks forged) of one call per rotating set (at
-  most 4), so about 16 calls beside the event timing's; per batch a change of 4 elements per input, one
-  poisoning of the outputs, one L2 flush, four snapshots (about a dozen small kernels each) and two
-  digests of every input and param (one before, one after); per checked batch (at least two) one
-  reference forward per set on its inputs and a comparison of every output. Memory beyond the rotating
-  sets: this process's flush buffer (2x L2), the digest's chunk temporaries (a few 16 MiB tensors) and
-  one reference forward at a time, which the memory plan's trusted reserve
+  uses (never run: what a set must give is computed when a batch is checked). Per candidate: the nudged
+  batch and typically 4 fresh ones (3 to 10, and 4 more only when the median looks forged) of one call
+  per rotating set (at most 4), so about 20 calls beside the event timing's; before the nudged batch a
+  change of 4 elements per input and learned weight, before each fresh one every set refilled from a
+  new seed (the problem's model and inputs built once per set, as when the sets were first filled); per
+  batch one poisoning of the outputs, one L2 flush, four snapshots (about a dozen small kernels each) and
+  two digests of every input and param (one before, one after); per checked batch (the nudged one and at
+  least two fresh) one reference forward per set on its contents and a comparison of every output.
+  Memory beyond the rotating sets: this process's flush buffer (2x L2), the digest's chunk temporaries (a
+  few 16 MiB tensors) and one reference forward (or one set's refill) at a time, which the memory plan's
+  trusted reserve
   (`MemoryPlan.trusted_reserve_bytes`) counts. Verification makes 15 calls (11 before: the special
   values now have 8 cases under `strict`).
 """
@@ -92,7 +108,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -381,7 +397,8 @@ def _made_of(trusted: TrustedTiming) -> str:
 
 
 def trusted_timing(clocks: Sequence[BatchClock], checked: Sequence[bool], round_trip: RoundTrip) -> TrustedTiming:
-    """The lowest per-call time among checked batches, with its tolerance: 5%, or where larger that batch's own
+    """The lowest per-call time among checked batches (the fresh ones: `TrustedBatches` leaves the nudged batch
+    out), with its tolerance: 5%, or where larger that batch's own
     measured jitter per call (the round trip's spread, its snapshot repeats', the batches beside it). Only the
     fastest batch's noise can make the figure too high; a noisier, slower batch is not the figure (at 4bc1d04
     the largest jitter of any batch, on a host whose other GPU was busy, hid a forged median entirely)."""
@@ -422,30 +439,54 @@ class CheckSchedule:
 
 
 PERTURBED_PER_INPUT = 4
+BatchKind = Literal["nudged", "fresh"]
 
 
 class TimedInputs:
-    """The timing sets' inputs, changed before every batch at a few secret random places of every floating-point
-    input (halved: exact, sign and zeros kept, so structured inputs such as triangular ones stay so), and
-    digested then, so after the batch `unchanged` tells whether the calls wrote them. A cache keyed on input
-    pointers or on sampled input values returns stale outputs, which the checked batches see."""
+    """The timing sets' contents before each batch, digested then, so after the batch `unchanged` tells whether
+    the calls wrote them.
 
-    def __init__(self, sets: Sequence[SharedSet]) -> None:
+    Before the first batch (`nudge`) every floating-point input and every learned parameter (`learned`, one flag
+    per param of a set: weights, never buffers such as masks, nor a tensor tied to another) is changed at a few
+    secret random places (halved: exact, sign and zeros kept, so structured inputs such as triangular ones stay
+    so): a cache keyed on pointers or on sampled values, of the inputs or of weights derived once, returns stale
+    outputs there, and that batch is always checked. Before every later batch (`refresh`) every set is refilled
+    by `refill` from a fresh secret seed, inputs and params: no content ever repeats, so a cache keyed on the
+    whole content misses, and so does an exact memo that recomputes only what changed since the call before
+    (four changed places a batch let it recompute four rows of a GEMM)."""
+
+    def __init__(self, sets: Sequence[SharedSet], *, refill: Callable[[], None], learned: Sequence[bool] = ()) -> None:
         """Digests the sets as they are now (as filled, before any timed call)."""
-        self.sets = sets
+        self.sets, self.refill = sets, refill
+        self.learned = list(learned)
         self.salt = secrets.randbits(64)
-        self.expected = int(digest(input_bytes(self.sets), self.salt).item())
+        self.expected = self._digest()
 
-    def change(self) -> None:
+    def prepare(self, kind: BatchKind) -> None:
+        """Before a batch: `nudge` for the first (`nudged`), `refresh` for every later one (`fresh`)."""
+        if kind == "nudged":
+            self.nudge()
+        else:
+            self.refresh()
+
+    def nudge(self) -> None:
         for shared in self.sets:
-            for buffer in shared.inputs:
+            learned = [param for param, flag in zip(shared.params, self.learned, strict=False) if flag]
+            for buffer in shared.inputs + learned:
                 tensor = buffer.tensor
                 if tensor.dtype.is_floating_point and tensor.numel():
                     halve_at_random_places(tensor, PERTURBED_PER_INPUT)
-        self.expected = int(digest(input_bytes(self.sets), self.salt).item())
+        self.expected = self._digest()
+
+    def refresh(self) -> None:
+        self.refill()
+        self.expected = self._digest()
 
     def unchanged(self) -> bool:
-        return int(digest(input_bytes(self.sets), self.salt).item()) == self.expected
+        return self._digest() == self.expected
+
+    def _digest(self) -> int:
+        return int(digest(input_bytes(self.sets), self.salt).item())
 
 
 def halve_at_random_places(tensor: torch.Tensor, count: int) -> None:
@@ -457,13 +498,13 @@ def halve_at_random_places(tensor: torch.Tensor, count: int) -> None:
 
 @dataclass(frozen=True)
 class BatchChecks:
-    """What the harness does around a batch, supplied by the evaluator: `prepare()` before it (outside the
-    clock: change the inputs); `outputs(set index)` a failed check of that set's outputs or None; `inputs()`
-    whether every set's inputs and params are still as prepared."""
+    """What the harness does around a batch, supplied by the evaluator: `prepare(kind)` before it (outside the
+    clock: change the inputs and params, `TimedInputs.prepare`); `outputs(set index)` a failed check of that
+    set's outputs or None; `inputs()` whether every set's inputs and params are still as prepared."""
 
     outputs: Callable[[int], CheckResult | None]
     inputs: Callable[[], bool]
-    prepare: Callable[[], None] = lambda: None
+    prepare: Callable[[BatchKind], None] = lambda kind: None
 
 
 @dataclass(frozen=True)
@@ -491,6 +532,7 @@ class TrustedBatches:
         self.salt = secrets.randbits(64)
         self.clocks: list[BatchClock] = []
         self.checked: list[bool] = []
+        self.kinds: list[BatchKind] = []
 
     def run(self, median_ms: float, flush: torch.Tensor) -> TrustedOutcome:
         try:
@@ -498,30 +540,41 @@ class TrustedBatches:
                 failed = self._one(flush)
                 if failed is not None:
                     return TrustedOutcome(None, failed=failed)
-            timing = trusted_timing(self.clocks, self.checked, self.round_trip)
+            timing = self._figure()
             if forged_median(median_ms, timing) is not None:  # noise gets more chances to lower the figure
                 for _ in range(EXTRA_BATCHES):
                     failed = self._one(flush, check=True)
                     if failed is not None:
                         return TrustedOutcome(None, failed=failed)
-                timing = trusted_timing(self.clocks, self.checked, self.round_trip)
+                timing = self._figure()
         except OutputsMoved as moved:
             return TrustedOutcome(None, forged=str(moved))
         return TrustedOutcome(timing, forged=forged_median(median_ms, timing))
 
+    def _figure(self) -> TrustedTiming:
+        """The trusted figure from the fresh batches alone (the lowest checked one): a nudged batch left most of
+        the contents as the calls before saw them, so a memo may rightly be fast there."""
+        fresh = [index for index, kind in enumerate(self.kinds) if kind == "fresh"]
+        return trusted_timing([self.clocks[index] for index in fresh], [self.checked[index] for index in fresh],
+                              self.round_trip)
+
     def _one(self, flush: torch.Tensor, check: bool | None = None) -> CheckResult | None:
         order = list(range(len(self.sets)))
         secrets.SystemRandom().shuffle(order)
-        if not self.clocks and not self.checks.inputs():  # the event-timed calls ran on them before
+        kind: BatchKind = "fresh" if self.clocks else "nudged"
+        if kind == "nudged" and not self.checks.inputs():  # the event-timed calls ran on them before
             return _inputs_changed()
-        self.checks.prepare()
+        self.checks.prepare(kind)
         before = self.beside(order) if self.beside else None
         clock, snapshot, value = clocked_batch(self.session, self.sets, order, flush, self.salt,
                                                self.timeout_s * len(order))  # the call timeout, per call
-        if check is None:
+        if kind == "nudged":  # always checked, never the figure: the schedule counts fresh batches only
+            check = True
+        elif check is None:
             check = self.schedule.decide()
         self.clocks.append(clock)
         self.checked.append(check)
+        self.kinds.append(kind)
         failed = self._check(order, snapshot, value, check)
         if before is not None and self.beside is not None and failed is None:  # after the check: it poisons
             self.clocks[-1] = replace(clock, beside=RoundTrip.of([before, self.beside(order)]))

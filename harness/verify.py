@@ -147,16 +147,17 @@ def _stage_of(check: str) -> Stage:
 
 def timed_set_failure(index: int, shared: SharedSet, context: VerificationContext) -> CheckResult | None:
     """The outputs set `index` holds after a timed batch (poisoned before it) against the reference on the
-    inputs it holds (its timing case, changed at random places before each batch), as the check
+    inputs and params it holds (changed before each batch: `timing.TimedInputs`), as the check
     `timed_outputs`; None when complete and correct. The reference is released on return."""
-    label = f"timed call on set {index} (timing case {index}, changed at random places)"
+    label = f"timed call on set {index} (its contents changed before the batch)"
     for buffer in shared.outputs:
         missing = unwritten_elements(buffer.tensor, context.chunk)
         if missing:
             return CheckResult(name="timed_outputs", passed=False,
                                detail=f"{label}: {missing} of {buffer.tensor.numel()} elements of output "
                                f"'{buffer.spec.name}' never written (still the poison pattern)")
-    case = context.references.timing_reference(index, [b.tensor for b in shared.inputs])
+    case = context.references.timing_reference(index, [b.tensor for b in shared.inputs],
+                                               [b.tensor for b in shared.params])
     check = context.compare_case([b.tensor for b in shared.outputs], case, [b.spec.name for b in shared.outputs],
                                  "timed_outputs", label)
     return None if check.passed else check

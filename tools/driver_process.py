@@ -67,6 +67,8 @@ SANDBOX_EXIT_STATUSES = frozenset({BLOCKED_EXIT_STATUS, -signal.SIGSYS})
 # A backstop for the whole driver process; each request has its own wall-clock timeout.
 DRIVER_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share(), cpu_seconds=3600)
 NO_EXTRA_VIEW = SandboxView()
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _BLOCKED_LINE = re.compile(r"^kernelblaster-sandbox: blocked (?P<what>.+)$", re.MULTILINE)
 
 
@@ -209,7 +211,7 @@ class DriverError(Exception):
     def __init__(self, summary: str, stderr_tail: str) -> None:
         self.stderr_tail = stderr_tail
         last_lines = " | ".join(stderr_tail.strip().splitlines()[-5:])
-        super().__init__(summary + (f"; stderr: {last_lines[-600:]}" if last_lines else ""))
+        super().__init__(visible(summary) + (f"; stderr: {last_lines[-600:]}" if last_lines else ""))
 
     @property
     def blocked(self) -> list[str]:
@@ -236,7 +238,7 @@ class DriverCrashed(DriverError):
     """The driver died, or answered with an error (a CUDA error, kb_forward's nonzero rc, a bad request)."""
 
     def __init__(self, error: str, exit_status: int | None, stderr_tail: str, rc: int | None = None) -> None:
-        self.error = error
+        self.error = visible(error)
         self.exit_status = exit_status
         self.rc = rc
         super().__init__(error + _describe_exit(exit_status), stderr_tail)
@@ -248,6 +250,13 @@ class DriverForged(DriverError):
     def __init__(self, reason: str, stderr_tail: str) -> None:
         self.reason = reason
         super().__init__(f"forged reply: {reason}", stderr_tail)
+
+
+def visible(text: str) -> str:
+    """`text` (what the candidate's process printed or threw) with its control characters, newline and tab
+    aside, written as `\\xNN`: printed on a terminal, in a summary or a log, it cannot send the terminal
+    commands (an escape sequence that sets its title or clipboard, or rewrites what is on screen)."""
+    return _CONTROL.sub(lambda found: f"\\x{ord(found[0]):02x}", text)
 
 
 def blocked_calls(stderr: str) -> list[str]:
@@ -513,7 +522,7 @@ class DriverSession:
         that opens a JSON object but is beyond what the driver sends is a forgery."""
         try:
             return parse_reply_line(line)
-        except OversizedReply as error:
+        except ImpossibleReply as error:
             raise self._forged(str(error)) from None
 
     def _forged(self, reason: str) -> DriverForged:
@@ -600,8 +609,23 @@ class DriverSession:
                     stream.close()
 
 
-class OversizedReply(ValueError):
+class ImpossibleReply(ValueError):
+    """A line that opens a JSON object but holds what no reply of the driver holds."""
+
+
+class OversizedReply(ImpossibleReply):
     """A line that opens a JSON object but exceeds what any reply of the driver holds."""
+
+
+def _holds_surrogate(value: object) -> bool:
+    """Whether a parsed reply holds a lone surrogate anywhere (a string no UTF-8 output can carry)."""
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_holds_surrogate(key) or _holds_surrogate(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_holds_surrogate(item) for item in value)
+    return False
 
 
 def parse_reply_line(line: bytes) -> dict[str, object] | None:
@@ -611,6 +635,12 @@ def parse_reply_line(line: bytes) -> dict[str, object] | None:
     bounds the nesting depth, so the parser cannot recurse deeply) and of separators (which bounds the
     values), strings included: counting them is linear whatever the line holds. A line that opens an object
     beyond them raises OversizedReply.
+
+    Its text reaches results, logs and prompts (an error reply quotes the candidate's exception), so it is read
+    as UTF-8 with undecodable bytes replaced: the JSON reader would otherwise turn the bytes of a lone surrogate
+    into one (a string no result can be written with), and fail on other bytes, so that a genuine reply went
+    unread until the request timed out. A `\\ud800`-style escape, which the driver never writes, is an
+    ImpossibleReply.
     """
     text = line.strip()
     if not text.startswith(b"{"):
@@ -627,10 +657,14 @@ def parse_reply_line(line: bytes) -> dict[str, object] | None:
         raise OversizedReply(f"a reply of {elements} values, more than the {MAX_REPLY_ELEMENTS} the driver ever "
                              "sends")
     try:
-        value = json.loads(text)
+        value = json.loads(text.decode("utf-8", errors="replace"))
     except ValueError:
         return None
-    return value if isinstance(value, dict) and "ok" in value else None
+    if not (isinstance(value, dict) and "ok" in value):
+        return None
+    if _holds_surrogate(value):
+        raise ImpossibleReply("a reply holding a lone surrogate, an escape the driver never writes")
+    return value
 
 
 def _first_error(error: ValidationError) -> str:
@@ -659,4 +693,4 @@ class _OutputTail:
 
     def text(self) -> str:
         with self._lock:
-            return self._data.decode(errors="replace")
+            return visible(self._data.decode(errors="replace"))

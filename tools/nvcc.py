@@ -338,13 +338,16 @@ def _run_nvcc(command: list[str], output: Path, *, arch: str, timeout_s: float, 
                      cwd=cwd)
     started = time.perf_counter()
     # nvcc runs cudafe++, cicc, ptxas and the host compiler as children: its own process group lets a
-    # timeout end all of them, not just nvcc (in a sandbox, ending bwrap ends everything inside).
+    # timeout end all of them, not just nvcc (in a sandbox, ending bwrap ends everything inside). Its output
+    # quotes the candidate (cudafe++ prints a `#pragma message` string with its escapes resolved, a 0xFF byte
+    # as it is): bytes that are not UTF-8 are replaced, never a UnicodeDecodeError in this process.
     process = subprocess.Popen(
         launch.argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
+        encoding="utf-8",
+        errors="replace",
         env=launch.env,
         cwd=launch.cwd,
         start_new_session=True,
@@ -557,7 +560,8 @@ def demangle(names: list[str]) -> dict[str, str]:
     cxxfilt = shutil.which("c++filt")
     if not names or cxxfilt is None:
         return {name: name for name in names}
-    completed = subprocess.run([cxxfilt], input="\n".join(names), capture_output=True, text=True, check=False)
+    completed = subprocess.run([cxxfilt], input="\n".join(names), capture_output=True, encoding="utf-8",
+                               errors="replace", check=False)  # the names are the candidate's
     demangled = completed.stdout.splitlines()
     if completed.returncode != 0 or len(demangled) != len(names):
         return {name: name for name in names}

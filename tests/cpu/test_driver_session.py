@@ -18,6 +18,7 @@ from kernelblaster.tools.driver_process import (
     DriverForged,
     DriverSession,
     DriverTimeout,
+    ImpossibleReply,
     IpcTensor,
     TensorSet,
     parse_reply_line,
@@ -261,6 +262,30 @@ def test_a_reply_with_fields_of_the_wrong_type_is_a_forgery() -> None:
 def test_the_bounds_let_the_largest_honest_timing_reply_through() -> None:
     reply = {"seq": 3, "ok": True, "event_ms": [123.456789012345] * 1000, "incomplete_calls": 0, "policy_windows": 0}
     assert parse_reply_line(json.dumps(reply).encode()) == reply
+
+
+def test_an_error_reply_quoting_bytes_that_are_not_utf8_is_read_at_once_as_text_a_result_can_hold() -> None:
+    # A candidate's exception text is quoted byte for byte: the bytes of a lone surrogate became one (and the
+    # result could not be written), a 0xFF byte made the reply unreadable (and the harness waited for its timeout).
+    started = time.monotonic()
+    with fake_session("error_bytes") as session, pytest.raises(DriverCrashed) as crashed:
+        session.run(0, timeout_s=30)
+    assert time.monotonic() - started < 10
+    assert "kb_forward threw" in crashed.value.error and crashed.value.rc == -1
+    str(crashed.value).encode("utf-8")  # strict: no lone surrogate left in it
+
+
+def test_terminal_escape_sequences_a_candidate_prints_or_throws_reach_no_summary() -> None:
+    with fake_session("terminal") as session, pytest.raises(DriverCrashed) as crashed:
+        session.run(0, timeout_s=30)
+    summary = str(crashed.value)
+    assert "\x1b" not in summary and "\x07" not in summary
+    assert "kb_forward threw \\x1b]52;c;b3duZWQ=\\x07" in summary and "\\x1b]0;owned" in summary
+
+
+def test_a_reply_with_an_escaped_lone_surrogate_is_not_the_drivers() -> None:
+    with pytest.raises(ImpossibleReply, match="lone surrogate"):
+        parse_reply_line(b'{"seq": 3, "ok": false, "error": "\\ud800"}')
 
 
 def test_a_line_that_is_not_an_object_is_not_a_reply_and_not_parsed() -> None:

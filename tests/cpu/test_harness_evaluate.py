@@ -60,6 +60,15 @@ def test_a_compile_error_is_a_verdict_not_an_exception(evaluator: CandidateEvalu
     assert "compile error" in result.summary
 
 
+def test_a_source_holding_a_lone_surrogate_is_refused_with_a_result_that_can_be_written(
+        evaluator: CandidateEvaluator) -> None:
+    # An agent's code, decoded from a JSON escape, can hold one: hashing or writing it failed in this process.
+    source = (CANDIDATES / "naive.cu").read_text() + "// \ud800\n"
+    result = evaluator.evaluate(source, "surrogate.cu")
+    assert result.verdict == "static_violation" and "lone surrogate (U+D800)" in result.summary
+    result.model_dump_json()
+
+
 def test_a_static_violation_is_a_verdict_naming_the_rule_and_line(evaluator: CandidateEvaluator) -> None:
     source = "#include <cublas_v2.h>\n" + (CANDIDATES / "naive.cu").read_text()
     result = evaluator.evaluate(source, "cublas.cu")

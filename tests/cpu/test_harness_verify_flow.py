@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernelblaster.harness import references
+from kernelblaster.harness import evaluate, references
 from kernelblaster.harness.buffers import SharedBuffer, SharedSet
 from kernelblaster.harness.dtypes import dtype_info
 from kernelblaster.harness.problem import Problem, instantiate, load_problem
@@ -209,11 +209,89 @@ def test_timing_sets_are_filled_with_their_seeds_arguments_and_no_reference_is_c
     monkeypatch.setattr(references, "compute_case", never)
     problem = load_problem(GEMM_SUM)
     cache = CpuReferences(problem, 0, SEEDS, "cached", True, float64=True)
-    tensor_args, params = cache.timing_arguments(1)
-    assert tensor_args and params
+    arguments = cache.timing_arguments(1)
+    assert arguments.tensor_args and arguments.params
     expected = instantiate(problem, references._TIMING_SEED_BASE + 1, "cpu")
-    assert all(torch.equal(a, b) for a, b in zip(tensor_args, expected.tensor_args, strict=True))
-    assert all(torch.equal(a, b) for a, b in zip(params, expected.initial_state.values(), strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(arguments.tensor_args, expected.tensor_args, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(arguments.params, expected.initial_state.values(), strict=True))
+
+
+TIED_WEIGHTS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(8, 8, bias=False)
+        self.head = nn.Linear(8, 8, bias=False)
+        self.head.weight = self.embed.weight  # tied: two state_dict entries, one tensor
+        self.scale = nn.Parameter(torch.ones(8))
+
+    def forward(self, x):
+        return self.head(self.embed(x)) * self.scale
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_learned_weights_are_the_parameters_and_not_the_buffers() -> None:
+    instance = instantiate(load_problem(ATTENTION), 0, "cpu")
+    flags = dict(zip(instance.initial_state, references.learned_params(instance), strict=True))
+    assert flags == {"c_attn.weight": True, "c_attn.bias": True, "c_proj.weight": True, "c_proj.bias": True,
+                     "bias": False}  # the causal mask is the problem's constant
+
+
+def test_tied_weights_are_not_learned_weights_the_timing_may_change_alone(tmp_path: Path) -> None:
+    (tmp_path / "tied.py").write_text(TIED_WEIGHTS)
+    instance = instantiate(load_problem(tmp_path / "tied.py"), 0, "cpu")
+    flags = dict(zip(instance.initial_state, references.learned_params(instance), strict=True))
+    assert flags == {"embed.weight": False, "head.weight": False, "scale": True}
+
+
+def test_a_timing_reference_runs_on_the_sets_params_as_they_are_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The timing changes a set's weights before a batch: the reference must be computed on them, not on the
+    # weights its seed first gave.
+    monkeypatch.setattr(references, "instantiate", lambda problem, seed, device: instantiate(problem, seed, "cpu"))
+    problem = load_problem(GEMM_SUM)
+    cache = CpuReferences(problem, 0, SEEDS, "per_case", True)
+    arguments = cache.timing_arguments(0)
+    as_filled = cache.timing_reference(0, arguments.tensor_args, arguments.params).outputs[0]
+    changed = [param.clone() for param in arguments.params]
+    changed[0][3, 5] *= 0.5
+    case = cache.timing_reference(0, arguments.tensor_args, changed)
+    expected = torch.sum(arguments.tensor_args[0] @ changed[0].T / 2, dim=1, keepdim=True) * 1.5
+    assert torch.allclose(case.outputs[0], expected) and not torch.allclose(case.outputs[0], as_filled)
+
+
+def test_fresh_timing_arguments_never_repeat_the_sets_own_or_each_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(references, "instantiate", lambda problem, seed, device: instantiate(problem, seed, "cpu"))
+    cache = CpuReferences(load_problem(GEMM_SUM), 0, SEEDS, "per_case", True)
+    own, first, second = (cache.timing_arguments(0, fresh=fresh) for fresh in (False, True, True))
+    for a, b in ((own, first), (first, second), (own, second)):
+        assert not torch.equal(a.tensor_args[0], b.tensor_args[0]) and not torch.equal(a.params[0], b.params[0])
+    assert first.learned == [True]
+
+
+def test_a_refill_before_a_fresh_batch_changes_every_sets_inputs_and_params(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(references, "instantiate", lambda problem, seed, device: instantiate(problem, seed, "cpu"))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)  # CPU buffers: nothing to wait for
+    problem = load_problem(GEMM_SUM)
+    cache = CpuReferences(problem, 0, SEEDS, "per_case", True)
+    sets = [cpu_set(problem), cpu_set(problem)]
+    learned = evaluate._fill_with_timing_arguments(cache, sets)
+    before = [[b.tensor.clone() for b in shared.inputs + shared.params] for shared in sets]
+    assert evaluate._fill_with_timing_arguments(cache, sets, fresh=True) == learned == [True]
+    for shared, old in zip(sets, before, strict=True):
+        for buffer, value in zip(shared.inputs + shared.params, old, strict=True):
+            assert float((buffer.tensor != value).float().mean()) > 0.9
 
 
 def test_a_verification_records_the_seconds_of_its_checks_and_of_special_values_apart(

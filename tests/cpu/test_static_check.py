@@ -152,6 +152,15 @@ def test_missing_kb_forward_is_a_violation() -> None:
     assert 'define extern "C" int kb_forward(' in violation.message
 
 
+def test_a_lone_surrogate_is_refused_alone_naming_its_line_and_quoting_no_text() -> None:
+    # A str from a JSON "\\ud800" escape: no file can hold it, and the other rules quote the lines they refuse.
+    source = candidate("// fine", 'auto v = getenv("X"); // \ud800')
+    [violation] = check_source(source)
+    assert violation.rule == "not_text" and violation.line == 3 and violation.text == ""
+    assert "U+D800" in violation.message
+    violation.model_dump_json()
+
+
 def test_a_kb_forward_declaration_or_comment_does_not_count_as_its_definition() -> None:
     source = (
         '#include "kb_problem.h"\n'

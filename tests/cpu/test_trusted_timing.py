@@ -24,6 +24,7 @@ from kernelblaster.harness.timing import (
     SNAPSHOT_SAMPLES,
     BatchChecks,
     BatchClock,
+    BatchKind,
     CheckSchedule,
     OutputSnapshot,
     RoundTrip,
@@ -221,6 +222,19 @@ def cpu_set(values: float) -> SharedSet:
     return SharedSet(inputs=[buffer("x", values)], params=[], outputs=[buffer("out", 0.0)])
 
 
+def cpu_set_with_weight(values: float, weight: float) -> SharedSet:
+    """`cpu_set` with one param (64 floats of `weight`)."""
+    shared = cpu_set(values)
+    tensor = torch.full((64,), weight, dtype=torch.float32)
+    spec = TensorSpec(name="w", origin="state_dict 'w'", dtype="float32", shape=[64], strides=[1])
+    shared.params.append(SharedBuffer(spec, 0, tensor.numel() * 4, tensor.view(torch.uint8), tensor, "cd" * 64))
+    return shared
+
+
+def no_refill() -> None:
+    raise AssertionError("a nudge refilled the sets")
+
+
 def fake_session(batch_ms: float, **env: str) -> DriverSession:
     return DriverSession([str(FAKE_DRIVER)], wrapper=[sys.executable], sandbox=None,
                          env={"FAKE_DRIVER_BATCH_MS": str(batch_ms), **env})
@@ -233,9 +247,16 @@ class Recorder:
         self.sets, self.failing_set, self.inputs_ok = sets, failing_set, list(inputs_ok)  # then always True
         self.checked: list[int] = []
         self.inputs_checked = 0
+        self.prepared: list[BatchKind] = []
+        self.checked_per_batch: list[list[int]] = []
+
+    def prepare(self, kind: BatchKind) -> None:
+        self.prepared.append(kind)
+        self.checked_per_batch.append([])
 
     def outputs(self, index: int) -> CheckResult | None:
         self.checked.append(index)
+        self.checked_per_batch[-1].append(index)
         if index == self.failing_set:
             return CheckResult(name="timed_outputs", passed=False, detail=f"set {index} wrong")
         return None
@@ -245,11 +266,12 @@ class Recorder:
         return self.inputs_ok.pop(0) if self.inputs_ok else True
 
     def checks(self) -> BatchChecks:
-        return BatchChecks(outputs=self.outputs, inputs=self.inputs)
+        return BatchChecks(outputs=self.outputs, inputs=self.inputs, prepare=self.prepare)
 
 
-def run_batches(batch_ms: float, median_ms: float, recorder: Recorder, draw: bool = True) -> TrustedOutcome:
-    with fake_session(batch_ms) as session:
+def run_batches(batch_ms: float, median_ms: float, recorder: Recorder, draw: bool = True,
+                **env: str) -> TrustedOutcome:
+    with fake_session(batch_ms, **env) as session:
         runner = TrustedBatches(session, recorder.sets, recorder.checks(), RoundTrip(min_ms=0.0, spread_ms=0.0),
                                 timeout_s=10, schedule=CheckSchedule(draw=lambda: draw))
         return runner.run(median_ms, torch.empty(1024, dtype=torch.uint8))
@@ -275,7 +297,7 @@ def test_each_batch_is_clocked_between_two_of_the_same_batches_on_the_null_candi
         runner = TrustedBatches(session, recorder.sets, recorder.checks(), RoundTrip(min_ms=0.0, spread_ms=0.0),
                                 timeout_s=10, schedule=CheckSchedule(draw=lambda: True), beside=round_trip)
         outcome = runner.run(1000.0, torch.empty(1024, dtype=torch.uint8))
-    assert outcome.timing is not None and beside == [[0, 1]] * (2 * outcome.timing.batches)
+    assert outcome.timing is not None and beside == [[0, 1]] * (2 * len(runner.clocks))  # the nudged one too
     assert all(clock.beside == RoundTrip(min_ms=0.3, spread_ms=0.0) for clock in runner.clocks)
 
 
@@ -287,13 +309,14 @@ def test_a_median_far_below_the_harness_clock_is_forged() -> None:
 def test_every_set_is_checked_in_every_checked_batch() -> None:
     recorder = Recorder([cpu_set(1.0), cpu_set(2.0), cpu_set(3.0)])
     run_batches(batch_ms=1.0, median_ms=1000.0, recorder=recorder)
-    assert sorted(recorder.checked) == sorted([0, 1, 2] * MIN_BATCHES)
+    assert sorted(recorder.checked) == sorted([0, 1, 2] * (1 + MIN_BATCHES))  # the nudged batch and the fresh ones
 
 
 def test_inputs_are_checked_after_every_batch_checked_or_not() -> None:
     recorder = Recorder([cpu_set(1.0)])
     run_batches(batch_ms=1.0, median_ms=1000.0, recorder=recorder, draw=False)
-    assert recorder.inputs_checked == MAX_BATCHES + 1  # and once before the first, after the event timing
+    # The nudged batch and MAX_BATCHES fresh ones, and once before the first, after the event timing.
+    assert recorder.inputs_checked == 1 + MAX_BATCHES + 1
 
 
 def test_outputs_wrong_in_a_checked_batch_fail_the_timed_outputs_check() -> None:
@@ -319,24 +342,90 @@ def test_inputs_changed_by_the_event_timed_calls_fail_before_the_first_batch() -
 
 def test_timed_inputs_halve_a_few_places_of_each_float_input() -> None:
     shared = cpu_set(1.0)
-    TimedInputs([shared]).change()
+    TimedInputs([shared], refill=no_refill).nudge()
     after = shared.inputs[0].tensor
     changed = after != 1.0
     assert 1 <= int(changed.sum()) <= 4 and bool((after[changed] == 0.5).all())
+
+
+def test_the_first_batch_finds_its_contents_nudged_and_every_later_one_refilled() -> None:
+    recorder = Recorder([cpu_set(1.0), cpu_set(2.0)])
+    run_batches(batch_ms=1.0, median_ms=1000.0, recorder=recorder)
+    assert recorder.prepared == ["nudged"] + ["fresh"] * MIN_BATCHES
+
+
+def test_the_nudged_batch_is_checked_even_when_no_fresh_batch_is_drawn() -> None:
+    recorder = Recorder([cpu_set(1.0), cpu_set(2.0)])
+    run_batches(batch_ms=1.0, median_ms=1000.0, recorder=recorder, draw=False)
+    assert sorted(recorder.checked_per_batch[0]) == [0, 1]
+
+
+def test_wrong_outputs_in_the_nudged_batch_fail_the_timed_outputs_check_whatever_is_drawn() -> None:
+    recorder = Recorder([cpu_set(1.0), cpu_set(2.0)], failing_set=0)
+    outcome = run_batches(batch_ms=1.0, median_ms=1000.0, recorder=recorder, draw=False)
+    assert outcome.failed is not None and outcome.failed.name == "timed_outputs"
+    assert recorder.prepared == ["nudged"]
+
+
+def test_the_nudged_batch_never_gives_the_figure() -> None:
+    recorder = Recorder([cpu_set(1.0), cpu_set(2.0)])
+    with fake_session(20.0) as session:
+        runner = TrustedBatches(session, recorder.sets, recorder.checks(), RoundTrip(min_ms=0.0, spread_ms=0.0),
+                                timeout_s=10, schedule=CheckSchedule(draw=lambda: True))
+        outcome = runner.run(1000.0, torch.empty(1024, dtype=torch.uint8))
+    assert runner.kinds == ["nudged"] + ["fresh"] * MIN_BATCHES and all(runner.checked)
+    assert outcome.timing is not None and outcome.timing.batches == outcome.timing.checked_batches == MIN_BATCHES
+
+
+def test_a_memo_fast_only_where_the_contents_were_nudged_has_its_median_forged() -> None:
+    # An exact memo recomputes only what changed since the call before: fast in the nudged batch (and in the
+    # event-timed calls, whose median it sets), as slow as the work in every refilled one.
+    recorder = Recorder([cpu_set(1.0), cpu_set(2.0)])
+    outcome = run_batches(batch_ms=20.0, median_ms=1.0, recorder=recorder, FAKE_DRIVER_FIRST_BATCH_MS="1")
+    assert outcome.forged is not None and "checked batches" in outcome.forged
+
+
+def test_timed_inputs_halve_a_few_places_of_each_learned_weight() -> None:
+    shared = cpu_set_with_weight(1.0, 3.0)
+    TimedInputs([shared], refill=no_refill, learned=[True]).nudge()
+    after = shared.params[0].tensor
+    changed = after != 3.0
+    assert 1 <= int(changed.sum()) <= 4 and bool((after[changed] == 1.5).all())
+
+
+def test_timed_inputs_leave_params_that_are_not_learned_weights_as_they_are() -> None:
+    shared = cpu_set_with_weight(1.0, 3.0)
+    TimedInputs([shared], refill=no_refill, learned=[False]).nudge()
+    assert bool((shared.params[0].tensor == 3.0).all())
+
+
+def test_timed_inputs_refresh_through_the_refill_and_digest_what_it_left() -> None:
+    shared = cpu_set_with_weight(1.0, 3.0)
+
+    def refill() -> None:
+        shared.inputs[0].tensor.normal_()
+        shared.params[0].tensor.normal_()
+
+    inputs = TimedInputs([shared], refill=refill, learned=[True])
+    before = shared.params[0].tensor.clone()
+    inputs.prepare("fresh")
+    assert not torch.equal(before, shared.params[0].tensor) and inputs.unchanged()
+    shared.params[0].tensor[5] = 7.0
+    assert not inputs.unchanged()
 
 
 def test_timed_inputs_keep_zeros_zero() -> None:
     shared = cpu_set(1.0)
     shared.inputs[0].tensor[::2] = 0.0
     for _ in range(8):
-        TimedInputs([shared]).change()
+        TimedInputs([shared], refill=no_refill).nudge()
     assert bool((shared.inputs[0].tensor[::2] == 0.0).all())
 
 
 def test_timed_inputs_see_a_write_after_their_change() -> None:
     shared = cpu_set(1.0)
-    inputs = TimedInputs([shared])
-    inputs.change()
+    inputs = TimedInputs([shared], refill=no_refill)
+    inputs.nudge()
     assert inputs.unchanged()
     shared.inputs[0].tensor[3] = 7.0
     assert not inputs.unchanged()
@@ -344,7 +433,7 @@ def test_timed_inputs_see_a_write_after_their_change() -> None:
 
 def test_timed_inputs_see_a_write_before_their_first_change() -> None:
     shared = cpu_set(1.0)
-    inputs = TimedInputs([shared])
+    inputs = TimedInputs([shared], refill=no_refill)
     shared.inputs[0].tensor[3] = 7.0
     assert not inputs.unchanged()
 
@@ -370,13 +459,15 @@ def test_outputs_are_poisoned_before_every_batch() -> None:
             self.inputs_checked += 1
             if self.inputs_checked == 1:
                 return True
-            raw = sets[0].outputs[0].raw
-            seen.append(bool((raw == POISON_BYTE).all()))
-            raw.zero_()  # as a kernel's result would be: the next batch must poison again
+            seen.append(bool((sets[0].outputs[0].raw == POISON_BYTE).all()))
             return True
 
+        def prepare(self, kind: BatchKind) -> None:  # before the batch: as a kernel's result would leave them
+            super().prepare(kind)
+            sets[0].outputs[0].raw.zero_()
+
     run_batches(batch_ms=0.0, median_ms=1000.0, recorder=PoisonWatcher(sets), draw=False)
-    assert len(seen) >= MAX_BATCHES - MIN_CHECKED_BATCHES and all(seen)
+    assert len(seen) >= 1 + MAX_BATCHES - MIN_CHECKED_BATCHES and all(seen)
 
 
 def test_a_batch_answered_with_another_count_of_calls_is_forged() -> None:

@@ -20,6 +20,9 @@ of them is compiled as it is.
 - `reason`: words the verdict's summary must contain (caught for the reason the candidate tests, not another).
 - `honest_min_ms`: for a forgery that must not reach the reply, the least time an `ok` may carry (with the
   rules, and without them where `unchecked_verdicts` allows `ok`).
+- `problem`: the problem it is evaluated on (elementwise_swish_scale unless its attack needs another: a cache of
+  derived weights needs weights, a memo of a GEMM's rows a GEMM); a candidate for another problem gets only the
+  parts written for that problem (`gemm_rows` for gemm_bias_relu), never the swish ones.
 The raw system calls in these files are x86-64 instructions.
 """
 
@@ -32,7 +35,9 @@ from typing import Literal
 
 HOSTILE_DIR = Path(__file__).resolve().parent / "candidates"
 PARTS_DIR = Path(__file__).resolve().parent / "parts"
-SWISH = Path(__file__).resolve().parents[2] / "examples" / "problems" / "elementwise_swish_scale.py"
+PROBLEMS_DIR = Path(__file__).resolve().parents[2] / "examples" / "problems"
+SWISH = PROBLEMS_DIR / "elementwise_swish_scale.py"
+GEMM = PROBLEMS_DIR / "gemm_bias_relu.py"
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class HostileCase:
     profiled: bool = False
     # Words the verdict's summary must contain: the candidate was caught for the reason it was written to test.
     reason: str | None = None
+    problem: Path = SWISH
 
     @property
     def source(self) -> Path:
@@ -66,24 +72,27 @@ class HostileCase:
         """The candidate as it is compiled: the file, with the shared parts it needs after its includes (none
         for a refused candidate that is never run and uses none: an attack on the compile)."""
         text = self.source.read_text()
+        if self.problem != SWISH:
+            return with_parts(text, swish=False)
         runs = self.at_load is not None or bool(self.unchecked_verdicts) or not self.refused_by
         if not runs and "launch_swish" not in text:
             return text
         return with_parts(text)
 
 
-def with_parts(text: str) -> str:
-    """A candidate's file with the shared parts it uses (tests/hostile/parts) after its includes: the correct
-    swish kernel always, and a `kb_forward` launching it where the file has none."""
-    parts = (["raw_syscall.h"] if re.search(r"\b(?:sys|say)\(", text) else [])
+def with_parts(text: str, swish: bool = True) -> str:
+    """A candidate's file with the shared parts it uses (tests/hostile/parts) after its includes: with `swish`,
+    the correct swish kernel always, and a `kb_forward` launching it where the file has none."""
+    parts = (["gemm_rows.h"] if "gemm_rows(" in text else [])
+    parts += (["raw_syscall.h"] if re.search(r"\b(?:sys|say)\(", text) else [])
     parts += (["checker_logs.h"] if "for_each_checker_file(" in text else [])
     parts += (["decimal_comma.h"] if "switch_to_decimal_comma(" in text else [])
-    parts += (["forged_replies.h"] if "print_forged_replies" in text else []) + ["swish.h"]
+    parts += (["forged_replies.h"] if "print_forged_replies" in text else []) + (["swish.h"] if swish else [])
     lines = text.splitlines(keepends=True)
     after_includes = max(i for i, line in enumerate(lines) if line.startswith("#include")) + 1
     shared = "".join((PARTS_DIR / part).read_text() + "\n" for part in parts)
     source = "".join(lines[:after_includes]) + "\n" + shared + "".join(lines[after_includes:])
-    if "kb_forward" not in text:
+    if swish and "kb_forward" not in text:
         source += "\n" + (PARTS_DIR / "swish_forward.h").read_text()
     return source
 
@@ -185,6 +194,15 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _contained("reply_deeply_nested", ("host_assembly",), "starts", None, "forged_result"),
     _contained("reply_overlong_line", ("host_assembly",), "starts", None, "forged_result"),
     HostileCase("hoard_gpu_memory_wrong", frozenset(), "starts", verdicts=frozenset({"incorrect"})),
+    # Text the trusted process reads that is not UTF-8: the compiler's output, and a genuine reply whose error
+    # text (an exception's) holds the bytes of a lone surrogate, which the JSON reader turned into one.
+    HostileCase("compiler_message_invalid_utf8", frozenset(), "starts", verdicts=frozenset({"ok"})),
+    HostileCase("exception_text_lone_surrogate", frozenset(), "starts", verdicts=frozenset({"crash"}),
+                reason="kb_forward threw"),
+    HostileCase("exception_text_not_utf8", frozenset(), "starts", verdicts=frozenset({"crash"}),
+                reason="kb_forward threw"),
+    HostileCase("terminal_escape_in_crash", frozenset(), "starts", verdicts=frozenset({"crash"}),
+                reason="kb_forward threw \\x1b]52;c;"),
     # The driver's own formatting and state bent from the candidate's code: the process's locale switched to a
     # decimal comma (the driver's numbers never go through one), the workspace-poisoning switch found in the
     # wrappers' code and cleared (there is none: every allocation is poisoned).
@@ -208,6 +226,13 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
                 reason="failed check 'timed_outputs'"),
     HostileCase("nan_zeroed_off_fixed_places", frozenset(), "starts", verdicts=frozenset({"incorrect"}),
                 reason="failed check 'special_values'"),
+    # Caches the trusted batches' changes at a few places did not reach: an exact memo that recomputes only
+    # the rows whose inputs changed (the batches now refill the sets from fresh seeds), and a copy of the
+    # weights kept while 64 sampled values stay the same (the params are now changed at secret places too).
+    HostileCase("memo_rows_changed_since_last_call", frozenset(), "starts",
+                verdicts=frozenset({"forged_result"}), reason="the harness's own clock", problem=GEMM),
+    HostileCase("prepacked_weights_sampled_key", frozenset(), "starts", verdicts=frozenset({"incorrect"}),
+                reason="failed check 'timed_outputs'", problem=GEMM),
 )
 
 BUILT_CASES = tuple(case for case in HOSTILE_CASES if case.at_load is not None)

@@ -37,8 +37,15 @@ class Builds:
 
     def __init__(self, root: Path, sandbox: Sandbox) -> None:
         self.root, self.sandbox = root, sandbox
-        self.header = generate_header(spec_for_problem(load_problem(SWISH), gpu=None))
+        self._headers: dict[Path, str] = {}
+        self.header = self.header_for(SWISH)
         self._built: dict[tuple[str, bool], BuildResult] = {}
+
+    def header_for(self, problem: Path) -> str:
+        """The generated header of `problem`: each case is built against its own problem's."""
+        if problem not in self._headers:
+            self._headers[problem] = generate_header(spec_for_problem(load_problem(problem), gpu=None))
+        return self._headers[problem]
 
     def of(self, case: HostileCase, *, rules: bool = True) -> BuildResult:
         key = (case.name, rules)
@@ -52,8 +59,8 @@ class Builds:
         return self._built[key]
 
     def _build(self, case: HostileCase, folder: Path) -> BuildResult:
-        return build_candidate(case.candidate_source(), self.header, folder, arch=ARCH, allow=frozenset(),
-                               cache_dir=self.root / "cache", sandbox=self.sandbox)
+        return build_candidate(case.candidate_source(), self.header_for(case.problem), folder, arch=ARCH,
+                               allow=frozenset(), cache_dir=self.root / "cache", sandbox=self.sandbox)
 
 
 @pytest.fixture(scope="module")
