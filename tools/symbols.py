@@ -198,6 +198,12 @@ FORBIDDEN_APIS: tuple[ForbiddenApi, ...] = (
         symbol_patterns=(r"^__cudaRegisterManagedVar",),
     ),
     ForbiddenApi(
+        rule="library_allocation",
+        message="allocate device memory through a library (the legacy cublasAlloc): the workspace wrappers do not "
+                "poison it; allocate workspace with cudaMalloc or cudaMallocAsync",
+        functions=_words("cublasAlloc"),
+    ),
+    ForbiddenApi(
         rule="default_stream",
         message="change the default stream (launch on the stream kb_forward is given)",
         functions=(),
@@ -207,7 +213,8 @@ FORBIDDEN_APIS: tuple[ForbiddenApi, ...] = (
 )
 
 LIBRARIES: tuple[Library, ...] = (
-    Library("cublas", "cuBLAS", r"^cublas\w*\.h$", r"^cublas", ("cublas", "cublasLt"), "cublas_v2.h"),
+    # cuBLAS's legacy allocator is not the library's to allow (`library_allocation`).
+    Library("cublas", "cuBLAS", r"^cublas\w*\.h$", r"^cublas(?!Alloc$)", ("cublas", "cublasLt"), "cublas_v2.h"),
     Library("cudnn", "cuDNN", r"^cudnn\w*\.h$", r"^cudnn", ("cudnn",), "cudnn.h"),
     Library("cutlass", "CUTLASS/CuTe", r"^(?:cutlass|cute)/", r"\b(?:cutlass|cute)::", (), "cutlass/cutlass.h"),
     Library("cufft", "cuFFT", r"^cufft\w*\.h$", r"^cufft", ("cufft",), "cufft.h"),

@@ -213,6 +213,11 @@ def test_the_symbols_nvcc_itself_emits_are_not_violations(scale_ok: BuildResult)
     assert find_symbol_violations(undefined_symbols(scale_ok.compile.output), frozenset()) == []
 
 
+def test_cublas_legacy_allocator_is_refused_even_where_cublas_is_allowed() -> None:
+    [violation] = find_symbol_violations(["cublasAlloc"], frozenset({"cublas"}))
+    assert violation.rule == "library_allocation" and "cudaMalloc" in violation.message
+
+
 def test_allowed_libraries_are_linked_by_their_library_names() -> None:
     assert link_libraries(frozenset({"cublas"})) == ["cublas", "cublasLt"]
     assert link_libraries(frozenset({"cutlass"})) == []

@@ -98,6 +98,7 @@ def test_curand_device_header_is_allowed_but_the_host_api_header_is_not() -> Non
         ("cudaSetDevice(1);", "device_control"),
         ("cudaMallocManaged(&p, 64);", "managed_memory"),
         ("__managed__ float total;", "managed_memory"),
+        ("cublasAlloc(64, sizeof(float), &p);", "library_allocation"),
         ("#define CUDA_API_PER_THREAD_DEFAULT_STREAM 1", "default_stream"),
     ],
 )
