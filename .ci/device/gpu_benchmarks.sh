@@ -6,7 +6,8 @@
 #   setsid .ci/device/gpu_benchmarks.sh stages export > /tmp/b/run.log 2>&1 &   (OUT=/tmp/b)
 # KernelBench is read from $KERNELBLASTER_KERNELBENCH (a writable copy carried beside the repository).
 # `scaling` needs two GPUs; `baseline2` and `baseline3` compare with KernelBench's published H100 times, so run
-# them on an H100 (with two, `--gpus 0,1` halves their time).
+# them on an H100 (with two, `--gpus 0,1` halves their time). A level takes longer than a session's device time
+# may allow: PROBLEMS=1-50 (bench baseline's --problems) runs a part of it, into a folder named for the part.
 set -uo pipefail
 out=${OUT:?set OUT to the folder the logs go to}
 kernelbench=${KERNELBLASTER_KERNELBENCH:-../shared/kernelbench}
@@ -19,10 +20,11 @@ limit[export]=1500 command[export]="python3 benchmarks/export_timing.py --kernel
 limit[scaling]=1800 command[scaling]="python3 benchmarks/suite_scaling.py --repeats 2"
 # The same and a local Ray cluster of both GPUs; Ray travels in parts first (.ci/device/ray_parts.sh).
 limit[scaling_ray]=2400 command[scaling_ray]="python3 benchmarks/suite_scaling.py --repeats 2 --ray"
-limit[baseline2]=3600 command[baseline2]="python3 -m kernelblaster.graph bench baseline $kernelbench --level 2
-  --precision pytorch-default --gpus $gpus --out $out/baseline-level2"
-limit[baseline3]=3600 command[baseline3]="python3 -m kernelblaster.graph bench baseline $kernelbench --level 3
-  --precision pytorch-default --gpus $gpus --out $out/baseline-level3"
+part=${PROBLEMS:+ --problems $PROBLEMS} suffix=${PROBLEMS:+-$PROBLEMS}
+limit[baseline2]=3600 command[baseline2]="python3 -m kernelblaster.graph bench baseline $kernelbench --level 2$part
+  --precision pytorch-default --gpus $gpus --out $out/baseline-level2$suffix"
+limit[baseline3]=3600 command[baseline3]="python3 -m kernelblaster.graph bench baseline $kernelbench --level 3$part
+  --precision pytorch-default --gpus $gpus --out $out/baseline-level3$suffix"
 [ "$#" -gt 0 ] || { echo "usage: $0 NAME... (names: ${!command[*]})" >&2; exit 2; }
 for name in "$@"; do
   [ -n "${command[$name]:-}" ] || { echo "$0: no benchmark named $name (names: ${!command[*]})" >&2; exit 2; }
