@@ -26,7 +26,8 @@ CONTRACT = " ".join(prompt_file(CONTRACT_FILE).split())
 NAMED_AS = {"file_io": "files", "process": "processes", "system_call": "system calls", "environment": "environment",
             "threads": "threads", "dynamic_loading": "dlopen", "ipc": "IPC", "profiler_control": "profiler",
             "device_control": "device control", "host_callbacks": "host callbacks",
-            "managed_memory": "managed memory", "default_stream": "a changed default stream"}
+            "managed_memory": "managed memory", "library_allocation": "a library's own allocator",
+            "default_stream": "a changed default stream"}
 KB_FORWARD = ('extern "C" int kb_forward(const KBTensor* inputs, const KBTensor* params, KBTensor* outputs, '
               'cudaStream_t stream) { return 0; }\n')
 
