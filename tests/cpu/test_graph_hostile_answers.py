@@ -297,3 +297,12 @@ def test_a_one_line_error_writes_out_control_characters_it_quotes(tmp_path: Path
     finished = kernelblaster(capsys, "report", tmp_path / f"run{CLEAR}")
     assert finished.status != 0 and "\x1b" not in finished.err
     assert "run\\x1b[2J\\x1b[31m: not a run directory" in finished.error_line
+
+
+def test_kb_show_writes_out_escape_sequences_a_kb_taught_earlier_holds(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    kb = KnowledgeBase.create(tmp_path / "kb.json")
+    kb.apply_edits([AddLesson(state_id="memory_bandwidth_bound", technique="vectorized_access",
+                              lesson=f"float4 loads need a tail {CLEAR}")])  # as a run before this fix taught it
+    printed = kernelblaster(capsys, "kb", "show", "memory_bandwidth_bound", "--kb", tmp_path / "kb.json").out
+    assert "float4 loads need a tail \\x1b[2J\\x1b[31m" in printed and "\x1b" not in printed
