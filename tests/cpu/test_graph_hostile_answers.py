@@ -33,11 +33,17 @@ from fixtures.graph.scenario import (
 )
 from fixtures.graph.scripted_chat import ScriptedChatModel, ScriptedChatModels, scripted_agent
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 from pydantic import BaseModel
 
 from kernelblaster.graph.app import api
+from kernelblaster.graph.app.checkpoint import serializer
 from kernelblaster.graph.core import services
 from kernelblaster.graph.core.progress import Progress, ProgressDisplay, ProgressNote
+from kernelblaster.graph.core.state import OptimizationInput
+from kernelblaster.graph.graph import compile_graph
 from kernelblaster.graph.llm.agents import Question
 from kernelblaster.graph.llm.recording import read_records
 from kernelblaster.kb.edits import AddLesson
@@ -150,6 +156,31 @@ def test_a_technique_line_too_long_for_a_name_is_sent_back(tmp_path: Path) -> No
     model = ScriptedChatModel(replies=[CODE_TEXT.replace("vectorized_access", "v" * 80), CODE_TEXT])
     assert scripted_agent(model, tmp_path, role="lowering").ask(_code_question()).value.technique == "vectorized_access"
     assert "the answer does not fit the schema: technique:" in _last_words(model)
+
+
+def _answered_as_studio_does(tmp_path: Path, answer: dict[str, str]) -> dict[str, object]:
+    """The question a `--llm human` graph asks after its first prompt is answered with the JSON value `answer`."""
+    graph = compile_graph(services.Services(), InMemorySaver(serde=serializer()))
+    config: RunnableConfig = {"configurable": {"thread_id": "studio"}}
+    context = small_context(tmp_path, llm="human")
+    (first,) = graph.invoke(OptimizationInput(problem_path=str(PROBLEM)), config, context=context)["__interrupt__"]
+    (second,) = graph.invoke(Command(resume={first.id: answer}), config, context=context)["__interrupt__"]
+    return dict(second.value)
+
+
+@pytest.mark.usefixtures("recorded_harness")
+def test_a_persons_answer_is_made_storable_as_a_models_is(tmp_path: Path) -> None:
+    answered = {"explanation": f"by hand {CLEAR}", "cuda_source": _with_source(f"// {OSC_52}")}
+    assert _answered_as_studio_does(tmp_path, answered)["node"] == "check_initial"
+    (stored,) = (tmp_path / "run" / "kernels").glob("*.cu")
+    assert f"// {FFFD}]52;c;ZWNobyBwd25lZA=={FFFD}" in stored.read_text()
+
+
+@pytest.mark.usefixtures("recorded_harness")
+def test_a_persons_answer_holding_a_lone_surrogate_is_asked_for_again_saying_why(tmp_path: Path) -> None:
+    again = _answered_as_studio_does(tmp_path, {"explanation": "x", "cuda_source": _with_source('"\ud800";')})
+    assert again["node"] == "write_initial"
+    assert "could not be read" in str(again["previous_answer_problem"])
 
 
 # ---- whole runs: they finish, checkpoint, resume and report ----------------------------------------------
