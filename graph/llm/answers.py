@@ -107,7 +107,7 @@ def oversized(method: StructuredOutputMethod, reply: AIMessage) -> str | None:
     if size <= MAX_ANSWER_CHARS:
         return None
     return (f"the answer is {size} characters long, more than the {MAX_ANSWER_CHARS} an answer may have; "
-            "answer again, within the limit: the whole .cu file and a short explanation")
+            "answer again, within the limit")
 
 
 def read_reply(question: Question[T], method: StructuredOutputMethod, reply: AIMessage) -> Reading[T]:

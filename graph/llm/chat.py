@@ -4,9 +4,9 @@
 writing CUDA, structured output for the analytic roles, with the structured-output method the endpoint
 accepts: `graph.llm.quirks`), makes the reply storable (no lone surrogates, no control characters: the run
 records, checkpoints and shows it) and reads it strictly (`graph.llm.answers`), and sends an unusable
-answer back with what is wrong, `answer_retries` times. A reply cut off at the output limit is never read: the model
-is asked again, told the limit. Every exchange is recorded (`graph.llm.recording`), every token charged to the
-run's budget (`graph.llm.budget`); once that is spent, no request is made (`BudgetExhausted`).
+answer back with what is wrong, `answer_retries` times. A reply cut off at the output limit is never read:
+the model is asked again, told the limit. Every exchange is recorded (`graph.llm.recording`), every token
+charged to the run's budget (`graph.llm.budget`); once that is spent, no request is made (`BudgetExhausted`).
 
 Transient transport errors are retried by the link (`graph.llm.endpoint`), `llm_retries` times; after that
 the call fails (`AgentFailed`) and the step with it. An endpoint that cannot be reached at all, and errors
