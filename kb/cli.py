@@ -1,7 +1,9 @@
 """`kernelblaster kb ...`: create, inspect, export, import, re-index, compare and restore knowledge bases.
 
 Every command but `init` works on an existing KB (`--kb`, `$KERNELBLASTER_KB`, or the default KB, which
-the seed fills on first use): a mistyped path is an error, never a new KB.
+the seed fills on first use): a mistyped path is an error, never a new KB. What a KB holds is printed with
+its control characters written out, never obeyed (a KB taught before the answers of models were made
+storable, or one from elsewhere, may hold escape sequences).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pydantic import Field
 from kernelblaster.kb.paths import KB_PATH_VARIABLE
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import Options, PathText, ReadableFile, Subcommands, add_command
+from kernelblaster.tools.untrusted_text import for_terminal
 
 
 class KBOptions(Options):
@@ -118,7 +121,7 @@ def run_stats(options: KBOptions) -> int:
 
     kb = KnowledgeBase.open(options.kb)
     stats = kb_stats(kb.document, str(kb.path), kb.size_bytes())
-    print(stats.model_dump_json() if options.as_json else format_stats(stats))
+    print(stats.model_dump_json() if options.as_json else for_terminal(format_stats(stats)))
     return 0
 
 
@@ -130,12 +133,12 @@ def run_show(options: ShowOptions) -> int:
     kb = KnowledgeBase.open(options.kb)
     if options.state_id is None:
         states = [state.model_dump(mode="json") for state in kb.document.states.values()]
-        print(json.dumps(states, indent=1) if options.as_json else format_state_list(kb.document))
+        print(json.dumps(states, indent=1) if options.as_json else for_terminal(format_state_list(kb.document)))
         return 0
     state = kb.document.resolve_state(options.state_id)
     if state is None:
         raise KBLookupError(f"no state {options.state_id!r} in {kb.path} (`kernelblaster kb show` lists them)")
-    print(state.model_dump_json(indent=1) if options.as_json else format_state(kb.document, state))
+    print(state.model_dump_json(indent=1) if options.as_json else for_terminal(format_state(kb.document, state)))
     return 0
 
 
@@ -219,7 +222,7 @@ def run_diff(options: DiffOptions) -> int:
     before = read_document(options.before)
     after = read_document(options.after) if options.after else KnowledgeBase.open(options.kb).document
     diff = diff_documents(before, after)
-    print(diff.model_dump_json(indent=1) if options.as_json else format_diff(diff))
+    print(diff.model_dump_json(indent=1) if options.as_json else for_terminal(format_diff(diff)))
     return 0
 
 

@@ -36,7 +36,8 @@ MAX_SECONDARY = 6
 MIN_SPEEDUP = 0.05
 MAX_PRIOR_SPEEDUP = 10.0
 
-Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]
+SLUG_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN)]
 Arch = Annotated[str, StringConstraints(pattern=r"^sm_[0-9]{2,3}[a-z]?$")]
 ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=160)]
 LongText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=10, max_length=700)]

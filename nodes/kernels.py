@@ -10,7 +10,7 @@ from collections.abc import Callable
 from string import Template
 from typing import Any, Self
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from kernelblaster.graph.core.run_files import RunFiles
 from kernelblaster.graph.core.services import BuiltCandidate, Evaluator, RunResources
@@ -18,6 +18,7 @@ from kernelblaster.graph.core.state import Candidate, Feedback, KernelRef, RunFa
 from kernelblaster.graph.llm.agents import AgentFailed, AnswerFormatError
 from kernelblaster.graph.llm.usage import TokenUsage
 from kernelblaster.harness.result import NOT_THE_CANDIDATES, EvalResult
+from kernelblaster.kb.schema import SLUG_PATTERN
 from kernelblaster.nodes.briefing import arithmetic_line
 from kernelblaster.nodes.prompting import load_prompt, prompt_file
 from kernelblaster.tools.errors import UserFacingError
@@ -40,6 +41,7 @@ _FENCE = "```"
 # Tags of a C++ block: models often write cpp for CUDA; the block is still unambiguous.
 _CODE_TAGS = frozenset({"cuda", "cu", "cpp", "c++"})
 NO_TECHNIQUE = "none"
+_TECHNIQUE_NAME = re.compile(SLUG_PATTERN)
 
 
 class CudaAnswer(BaseModel):
@@ -51,6 +53,22 @@ class CudaAnswer(BaseModel):
     cuda_source: str = Field(description="The complete .cu file: includes kb_problem.h and defines kb_forward")
     choice_reason: str | None = Field(default=None, description="Why this optimization, of those offered, for "
                                                                 "this code, in one sentence")
+
+    @field_validator("technique")
+    @classmethod
+    def _technique_is_a_name(cls, technique: str | None) -> str | None:
+        """The technique as the KB names techniques (the text form's `technique:` line is read the same way):
+        in lower case, `none` for none; anything else is refused, as the KB, the report and the progress
+        lines all take it for a name."""
+        if technique is None:
+            return None
+        name = technique.strip().lower()
+        if name == NO_TECHNIQUE:
+            return None
+        if _TECHNIQUE_NAME.match(name) is None:
+            raise ValueError("the technique must be a name like vectorized_access: letters, digits, '_', '.' and "
+                             "'-', at most 64 characters (or none)")
+        return name
 
     @classmethod
     def text_format(cls) -> str:

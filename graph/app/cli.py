@@ -21,6 +21,7 @@ from kernelblaster.harness import cli as harness_cli
 from kernelblaster.kb import cli as kb_cli
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.options import CommandLineParser
+from kernelblaster.tools.untrusted_text import for_terminal
 
 PROGRAM = "kernelblaster"
 EXIT_BROKEN_PIPE = 128 + 13  # the status of a program that SIGPIPE ended, as a shell reports it
@@ -49,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe is met here, not when Python flushes at exit
         return status
     except UserFacingError as error:
-        print(f"{PROGRAM}: {error}", file=sys.stderr)
+        # An error may quote a file or an answer: its control characters are shown, never obeyed.
+        print(for_terminal(f"{PROGRAM}: {error}"), file=sys.stderr)
         return error.exit_status
     except KeyboardInterrupt:
         print(f"{PROGRAM}: interrupted", file=sys.stderr)

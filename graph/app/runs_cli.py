@@ -18,6 +18,7 @@ from kernelblaster.graph.core.run_files import RUNS_DIRECTORY, RunFiles, RunReco
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import read_text_file
 from kernelblaster.tools.options import Options, PathText, Subcommands, add_command
+from kernelblaster.tools.untrusted_text import for_terminal
 
 _WHY_NO_REPORT = {
     "created": "it has not started; start it with `kernelblaster resume {run}`",
@@ -81,7 +82,8 @@ def run_report(options: ReportOptions) -> int:
     files = RunFiles(Path(options.run_dir))
     record = files.read_record()
     if files.report_markdown.is_file():
-        print(read_text_file(files.report_markdown, "the report"), end="")
+        # The report quotes compiler and driver output, which a candidate controls: shown, never obeyed.
+        print(for_terminal(read_text_file(files.report_markdown, "the report")), end="")
         return 0
     status = files.read_status()
     # Without a readable status.json, report.json (written only when a run finishes) says whether it ended.
@@ -93,7 +95,7 @@ def run_report(options: ReportOptions) -> int:
     # On stderr: stdout stays the report alone, as when the file is there.
     print(f"kernelblaster: note: {files.report_markdown} is missing; this is the report rebuilt from {source}",
           file=sys.stderr)
-    print(text, end="")
+    print(for_terminal(text), end="")
     return 0
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from kernelblaster.graph.core.context import RunContext
 from kernelblaster.graph.core.cost import Cost
 from kernelblaster.graph.core.state import TrajectoryState
+from kernelblaster.tools.untrusted_text import for_terminal
 
 
 class ProgressNote(BaseModel):
@@ -50,7 +51,8 @@ class Progress(BaseModel):
 
 
 class ProgressDisplay:
-    """Prints one line per note: where, what, the best speedup so far, the tokens used and their cost."""
+    """Prints one line per note: where, what, the best speedup so far, the tokens used and their cost; control
+    characters written out (`tools.untrusted_text.for_terminal`)."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
@@ -60,7 +62,9 @@ class ProgressDisplay:
         best = f"best {progress.best_speedup:.2f}x" if progress.best_speedup is not None else "best -"
         cost = f", {progress.cost.display()}" if progress.cost is not None else ""
         line = f"[{note.where():<22}] {note.node:<20} {note.text}"
-        print(f"{line}  ({best}, {progress.tokens / 1000:.1f}k tokens{cost})", file=self.out, flush=True)
+        # A note may quote a candidate's output (a compiler's or the driver's): shown, never obeyed.
+        print(for_terminal(f"{line}  ({best}, {progress.tokens / 1000:.1f}k tokens{cost})"), file=self.out,
+              flush=True)
 
 
 def trajectory_note(node: str, state: TrajectoryState, text: str) -> ProgressNote:

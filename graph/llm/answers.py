@@ -6,7 +6,13 @@
 - `text`: a `TextAnswer` schema (code) is read from its plain-text form, any other schema from JSON written
   in the text (alone or in one ```json block).
 Reasoning a server leaves in the text (`<think>...</think>`) is never read as the answer. A reply cut off at
-the output limit is never read at all: the model is asked again, told the limit.
+the output limit is never read at all: the model is asked again, told the limit. An answer longer than
+`MAX_ANSWER_CHARS` is not read either, nor sent back to the model: it is told the limit.
+
+A reply is made storable (`storable_message`) before anything keeps, reads or shows it, and so is the answer
+read from it (`storable_answer`: a JSON escape can put in it what the text did not hold): a lone surrogate or
+a control character (a terminal escape sequence, NUL) becomes U+FFFD, wherever it is, so that what the run
+records, reads, reports and teaches its KB is text every file can hold and no terminal obeys.
 """
 
 from __future__ import annotations
@@ -17,15 +23,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from string import Template
-from typing import Generic
+from typing import Any, Generic
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import BaseModel, ValidationError
 
 from kernelblaster.graph.llm.agents import AnswerFormatError, Question, T, TextAnswer
 from kernelblaster.graph.llm.roles import StructuredOutputMethod
+from kernelblaster.tools.untrusted_text import storable
 
 CUT_OFF_PLACEHOLDER = "[answer cut off at the output limit]"
+# Far above any answer the roles give (a kernel of a few thousand lines is under 200 000 characters), far
+# below what would make every later prompt that shows it cost more than the run: a retry prompt shows the
+# failed kernel, each step's prompt the current one.
+MAX_ANSWER_CHARS = 256 * 1024
+OVERSIZED_PLACEHOLDER = "[answer of {size} characters, over the limit of {limit}, left out]"
 _REASONING_END = "</think>"
 _JSON_FENCE = "```json"
 
@@ -60,7 +72,48 @@ def _json_form() -> Template:
     return Template(resources.files("kernelblaster.graph.llm").joinpath("prompts/answer_json.txt").read_text().strip())
 
 
+def storable_message(message: AIMessage) -> AIMessage:
+    """`message` with every string in its text and tool calls made storable (`tools.untrusted_text`); the same
+    message when there was nothing to replace."""
+    update = {"content": _storable(message.content), "tool_calls": _storable(message.tool_calls),
+              "invalid_tool_calls": _storable(message.invalid_tool_calls),
+              "additional_kwargs": _storable(message.additional_kwargs)}
+    if all(update[name] == getattr(message, name) for name in update):
+        return message
+    return message.model_copy(update=update)
+
+
+def _storable(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {_storable(key): _storable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_storable(item) for item in value]
+    return value
+
+
+def answer_size(method: StructuredOutputMethod, reply: AIMessage) -> int:
+    """The characters of the answer in `reply` (reasoning left out): the text, or the tool call's arguments."""
+    if method == "function_calling" and (reply.tool_calls or reply.invalid_tool_calls):
+        return sum(len(json.dumps(call["args"], ensure_ascii=False)) for call in reply.tool_calls) + \
+            sum(len(call.get("args") or "") for call in reply.invalid_tool_calls)
+    return len(without_reasoning(reply.text))
+
+
+def oversized(method: StructuredOutputMethod, reply: AIMessage) -> str | None:
+    """What is wrong with an answer over `MAX_ANSWER_CHARS`, or None."""
+    size = answer_size(method, reply)
+    if size <= MAX_ANSWER_CHARS:
+        return None
+    return (f"the answer is {size} characters long, more than the {MAX_ANSWER_CHARS} an answer may have; "
+            "answer again, within the limit")
+
+
 def read_reply(question: Question[T], method: StructuredOutputMethod, reply: AIMessage) -> Reading[T]:
+    too_long = oversized(method, reply)
+    if too_long is not None:
+        return Reading(None, too_long)
     if method == "function_calling":
         return _checked(question, _read_tool_call(question.schema, reply))
     text = without_reasoning(reply.text)
@@ -69,6 +122,8 @@ def read_reply(question: Question[T], method: StructuredOutputMethod, reply: AIM
             return _checked(question, Reading(question.schema.from_text(text), None))
         except AnswerFormatError as error:
             return Reading(None, f"the answer is not in the required form: {error}")
+        except ValidationError as error:
+            return Reading(None, f"the answer does not fit the schema: {describe_validation(error)}")
     return _checked(question, _read_json(question.schema, text))
 
 
@@ -81,7 +136,19 @@ def without_reasoning(text: str) -> str:
 def _checked(question: Question[T], reading: Reading[T]) -> Reading[T]:
     if reading.value is None:
         return reading
-    return Reading(reading.value, question.problem_with(reading.value))
+    try:
+        value = storable_answer(reading.value)
+    except ValidationError as error:
+        return Reading(None, f"the answer does not fit the schema: {describe_validation(error)}")
+    return Reading(value, question.problem_with(value))
+
+
+def storable_answer(value: T) -> T:
+    """`value` with every string in it made storable: JSON escapes (`\\u001b`) put in the answer what the
+    reply's text did not hold. A `ValidationError` if what was replaced breaks the schema (a pattern)."""
+    fields = value.model_dump()
+    cleaned = _storable(fields)
+    return value if cleaned == fields else type(value).model_validate(cleaned)
 
 
 def _read_tool_call(schema: type[T], reply: AIMessage) -> Reading[T]:
@@ -123,6 +190,12 @@ def describe_validation(error: ValidationError) -> str:
 def correction(reply: AIMessage, method: StructuredOutputMethod, problem: str) -> list[BaseMessage]:
     """The reply and why it cannot be used, in the form the endpoint accepts after that reply."""
     text = f"That answer cannot be used: {problem}. Answer again, in full."
+    size = answer_size(method, reply)
+    if size > MAX_ANSWER_CHARS:
+        # Never sent back: the model is told the limit, not shown an answer that would crowd out the prompt.
+        left_out = OVERSIZED_PLACEHOLDER.format(size=size, limit=MAX_ANSWER_CHARS)
+        reply = AIMessage(content=left_out, tool_calls=[{**call, "args": {}} for call in reply.tool_calls],
+                          invalid_tool_calls=[{**call, "args": "{}"} for call in reply.invalid_tool_calls])
     calls = [*reply.tool_calls, *reply.invalid_tool_calls]
     if method == "function_calling" and calls:
         # After a tool call, OpenAI's API requires a tool message answering it before anything else.

@@ -2,10 +2,11 @@
 
 `ChatAgent` turns a question into an answer: it asks in the role's protocol (code as text for the role
 writing CUDA, structured output for the analytic roles, with the structured-output method the endpoint
-accepts: `graph.llm.quirks`), reads the reply strictly (`graph.llm.answers`), and sends an unusable answer back
-with what is wrong, `answer_retries` times. A reply cut off at the output limit is never read: the model
-is asked again, told the limit. Every exchange is recorded (`graph.llm.recording`), every token charged to the
-run's budget (`graph.llm.budget`); once that is spent, no request is made (`BudgetExhausted`).
+accepts: `graph.llm.quirks`), makes the reply storable (no lone surrogates, no control characters: the run
+records, checkpoints and shows it) and reads it strictly (`graph.llm.answers`), and sends an unusable
+answer back with what is wrong, `answer_retries` times. A reply cut off at the output limit is never read:
+the model is asked again, told the limit. Every exchange is recorded (`graph.llm.recording`), every token
+charged to the run's budget (`graph.llm.budget`); once that is spent, no request is made (`BudgetExhausted`).
 
 Transient transport errors are retried by the link (`graph.llm.endpoint`), `llm_retries` times; after that
 the call fails (`AgentFailed`) and the step with it. An endpoint that cannot be reached at all, and errors
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import os
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Generic
 
@@ -35,7 +36,14 @@ from kernelblaster.graph.llm.agents import (
     T,
     no_usage,
 )
-from kernelblaster.graph.llm.answers import Reading, correction, cut_off, first_messages, read_reply
+from kernelblaster.graph.llm.answers import (
+    Reading,
+    correction,
+    cut_off,
+    first_messages,
+    read_reply,
+    storable_message,
+)
 from kernelblaster.graph.llm.budget import TokenBudget
 from kernelblaster.graph.llm.exchange import ExchangeRequest, Link, Reply, RequestFailed, RequestRefused
 from kernelblaster.graph.llm.quirks import EndpointQuirks
@@ -175,6 +183,9 @@ class _Asking(Generic[T]):
             except RequestFailed as failed:
                 self.run.recorder.record(request, "failed", problem=str(failed))
                 raise AgentFailed(f"{self.question.role}: the LLM request failed: {failed}", self.usage) from failed
+            # Made storable once, here, where a reply enters: the recording, the reading, what is sent back
+            # to the model, and everything kept from the answer then hold the same text.
+            reply = replace(reply, message=storable_message(reply.message))
             self.usage = self.usage.plus(reply.usage)
             self.run.budget.charge(reply.usage.total)
             if self.agent.protocol == "schema":

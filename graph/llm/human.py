@@ -15,6 +15,7 @@ from langgraph.types import interrupt
 from pydantic import BaseModel, ValidationError
 
 from kernelblaster.graph.llm.agents import Agent, AgentFailed, Answer, Question, T, TextAnswer, no_usage
+from kernelblaster.graph.llm.answers import storable_answer
 
 
 @runtime_checkable
@@ -48,7 +49,8 @@ class HumanAgent(Agent):
             # The CLI resumes with the answer file's text; Studio may resume with a JSON value instead.
             text = reply if isinstance(reply, str) else json.dumps(reply)
             try:
-                value = parse_answer(text, question.schema)
+                # Made storable as a model's answer is: a file may hold control characters, JSON escapes too.
+                value = storable_answer(parse_answer(text, question.schema))
             except (ValidationError, ValueError) as error:
                 problem = f"the answer could not be read: {' '.join(str(error).split())[:500]}"
                 continue
