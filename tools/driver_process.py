@@ -44,6 +44,7 @@ from typing import Literal, Self, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 
 from kernelblaster.tools.sandbox import ResourceLimits, Sandbox, SandboxView, memory_share, prepare
+from kernelblaster.tools.untrusted_text import for_terminal
 
 KB_MAX_DIMS = 8  # KBTensor's shape/strides capacity (harness/driver/kb_abi.h)
 STDERR_TAIL_BYTES = 64 * 1024
@@ -68,7 +69,6 @@ SANDBOX_EXIT_STATUSES = frozenset({BLOCKED_EXIT_STATUS, -signal.SIGSYS})
 DRIVER_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share(), cpu_seconds=3600)
 NO_EXTRA_VIEW = SandboxView()
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _BLOCKED_LINE = re.compile(r"^kernelblaster-sandbox: blocked (?P<what>.+)$", re.MULTILINE)
 
 
@@ -211,7 +211,7 @@ class DriverError(Exception):
     def __init__(self, summary: str, stderr_tail: str) -> None:
         self.stderr_tail = stderr_tail
         last_lines = " | ".join(stderr_tail.strip().splitlines()[-5:])
-        super().__init__(visible(summary) + (f"; stderr: {last_lines[-600:]}" if last_lines else ""))
+        super().__init__(for_terminal(summary) + (f"; stderr: {last_lines[-600:]}" if last_lines else ""))
 
     @property
     def blocked(self) -> list[str]:
@@ -238,7 +238,7 @@ class DriverCrashed(DriverError):
     """The driver died, or answered with an error (a CUDA error, kb_forward's nonzero rc, a bad request)."""
 
     def __init__(self, error: str, exit_status: int | None, stderr_tail: str, rc: int | None = None) -> None:
-        self.error = visible(error)
+        self.error = for_terminal(error)
         self.exit_status = exit_status
         self.rc = rc
         super().__init__(error + _describe_exit(exit_status), stderr_tail)
@@ -250,13 +250,6 @@ class DriverForged(DriverError):
     def __init__(self, reason: str, stderr_tail: str) -> None:
         self.reason = reason
         super().__init__(f"forged reply: {reason}", stderr_tail)
-
-
-def visible(text: str) -> str:
-    """`text` (what the candidate's process printed or threw) with its control characters, newline and tab
-    aside, written as `\\xNN`: printed on a terminal, in a summary or a log, it cannot send the terminal
-    commands (an escape sequence that sets its title or clipboard, or rewrites what is on screen)."""
-    return _CONTROL.sub(lambda found: f"\\x{ord(found[0]):02x}", text)
 
 
 def blocked_calls(stderr: str) -> list[str]:
@@ -693,4 +686,4 @@ class _OutputTail:
 
     def text(self) -> str:
         with self._lock:
-            return visible(self._data.decode(errors="replace"))
+            return for_terminal(self._data.decode(errors="replace"))
