@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.tools.driver_process import DriverCrashed, DriverForged, DriverSession
 from kernelblaster.tools.nvcc import compile_object
-from kernelblaster.tools.sandbox import Sandbox, prepare
+from kernelblaster.tools.sandbox import SHM_BYTES, Sandbox, prepare
 
 ARCH = "sm_90"
 HONEST_DIR = Path(__file__).resolve().parent / "honest"
@@ -143,6 +144,22 @@ def test_a_candidates_definitions_of_the_drivers_own_calls_never_reach_the_drive
     replies = [json.loads(line) for line in finished.stdout.splitlines()]
     assert [(reply["seq"], reply["ok"]) for reply in replies] == [(0, True), (1, False), (2, True)], finished.stdout
     assert "unknown cmd 'dance'" in replies[1]["error"] and "hijacked" not in finished.stdout
+
+
+def test_a_driver_fills_no_more_of_the_hosts_memory_through_dev_than_its_shm_size(builds: Builds,
+                                                                                  sandbox: Sandbox) -> None:
+    case = next(case for case in HOSTILE_CASES if case.name == "fill_dev_tmpfs")
+    built = builds.of(case, rules=False)
+    assert built.program is not None, built.log
+    session = DriverSession(built.program.command(filtered=True), sandbox=sandbox, view=built.program.view())
+    with session:
+        pass
+    report = session.stderr_tail()
+    filled = {m["path"]: int(m["mib"]) for m in re.finditer(r"HOSTILE filled (?P<path>\S+) with MiB (?P<mib>\d+)",
+                                                            report)}
+    assert not [path for path in filled if not path.startswith("/dev/shm/")], report
+    assert sum(filled.values()) <= SHM_BYTES >> 20, report
+    assert report.count("HOSTILE could not create /dev/kb-fill") == 2, report
 
 
 # ---------------------------------------------------------------------------------------------------
