@@ -29,9 +29,12 @@ ABI_HEADER = HERE.parent / "driver" / "kb_abi.h"
 EXPORT_FORMATS = ("torch", "kernelbench")
 MARKER = "kernelblaster export"  # kernel.json's `exported_by`: a directory --force may replace
 # torch.utils.cpp_extension compiles CUDA with these macros defined (it keeps half arithmetic out of its own
-# sources); the harness compiled the candidate without them, so they are undefined again.
+# sources, names the extension, relaxes constexpr); the harness compiled the candidate without them, so they are
+# undefined again (the flags come after torch's). A kernel that tested them, or the C++ standard (torch's default
+# is C++20 where no -std is given), could be correct in the harness and do something else once exported.
 UNDEFINE_TORCH_MACROS = ("-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
-                         "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__")
+                         "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__",
+                         "-UTORCH_EXTENSION_NAME", "-UTORCH_API_INCLUDE_EXTENSION_H", "-U__CUDACC_RELAXED_CONSTEXPR__")
 _LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"(kb_problem\.h|kb_abi\.h)"[^\n]*$', re.MULTILINE)
 _PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once[^\n]*\n", re.MULTILINE)
 _PLACEHOLDER = re.compile(r"\{\{([A-Z_]+)\}\}")
@@ -70,9 +73,14 @@ class KernelExport:
 
     @property
     def nvcc_flags(self) -> list[str]:
-        from kernelblaster.tools.nvcc import arch_flags
+        from kernelblaster.tools.nvcc import COMPILE_FLAGS, arch_flags
 
-        return ["-O3", *arch_flags(self.arch), *UNDEFINE_TORCH_MACROS]
+        # The harness's own flags (optimisation, standard, host compiler's options such as the stack protector,
+        # which defines a macro), less its object-only `-c` and ptxas's report.
+        harness = [flag for flag in COMPILE_FLAGS if flag != "-c"]
+        verbose = harness.index("-Xptxas")
+        del harness[verbose:verbose + 2]
+        return [*harness, *arch_flags(self.arch), *UNDEFINE_TORCH_MACROS]
 
     @property
     def link_flags(self) -> list[str]:

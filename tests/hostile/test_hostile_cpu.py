@@ -162,6 +162,40 @@ def test_a_driver_fills_no_more_of_the_hosts_memory_through_dev_than_its_shm_siz
     assert report.count("HOSTILE could not create /dev/kb-fill") == 2, report
 
 
+def _preprocessed(source: Path, flags: list[str]) -> str:
+    """What nvcc's host pass makes of `source` with `flags`, without line markers (they name no flag)."""
+    done = subprocess.run(["nvcc", "-E", *flags, source.name], cwd=source.parent, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    return "\n".join(line for line in done.stdout.splitlines() if line.strip() and not line.startswith("#"))
+
+
+def torch_extension_nvcc_flags(extra_cuda_cflags: list[str]) -> list[str]:
+    """The flags torch.utils.cpp_extension gives nvcc for a .cu source (torch 2.x, Linux), less include folders:
+    the extension's defines, its common nvcc flags, -fPIC, the caller's flags, and C++20 where none names a
+    standard."""
+    from torch.utils.cpp_extension import COMMON_NVCC_FLAGS
+
+    flags = ["-DTORCH_EXTENSION_NAME=kb_exported", "-DTORCH_API_INCLUDE_EXTENSION_H", *COMMON_NVCC_FLAGS,
+             "--compiler-options", "-fPIC", *extra_cuda_cflags]
+    return flags if any(flag.startswith("-std=") for flag in flags) else [*flags, "-std=c++20"]
+
+
+def test_an_exported_kernel_is_preprocessed_as_the_harness_compiled_it(builds: Builds, tmp_path: Path) -> None:
+    from kernelblaster.harness.export.exporter import prepare_export
+    from kernelblaster.tools.nvcc import compile_flags
+
+    case = next(case for case in HOSTILE_CASES if case.name == "export_build_divergence")
+    source = tmp_path / "candidate.cu"
+    source.write_text(case.candidate_source())
+    (tmp_path / "kb_problem.h").write_text(builds.header)
+    exported = prepare_export(SWISH, source, arch=ARCH, precision="strict").nvcc_flags
+    include = [f"-I{DRIVER_DIR}"]
+    harness = _preprocessed(source, [*include, *(flag for flag in compile_flags(ARCH) if flag != "-c")])
+    assert "if (0)" in harness
+    assert _preprocessed(source, [*include, *torch_extension_nvcc_flags(exported)]) == harness
+
+
 # ---------------------------------------------------------------------------------------------------
 # The compile sandbox, behind the source rules
 # ---------------------------------------------------------------------------------------------------
