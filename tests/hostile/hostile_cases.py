@@ -144,6 +144,7 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _refused("byte_syscall", "host_assembly"),
     _refused("incbin_stringised", "host_assembly"),
     _refused("unlisted_glibc", "unlisted_import"),
+    _refused("huge_object_array", "object_size"),
     _contained("concat_init_array", ("load_time_code",), "starts"),
     # Load-time code through the two load-time functions the object check lets through (nvcc's registration,
     # <iostream>'s initialiser), seen in the host compiler's assembly; sections the linker or the loader obeys

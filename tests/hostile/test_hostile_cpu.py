@@ -25,7 +25,7 @@ from kernelblaster.harness.build import DRIVER_DIR, BuildResult, build_candidate
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.tools.driver_process import DriverCrashed, DriverForged, DriverSession
-from kernelblaster.tools.nvcc import compile_object
+from kernelblaster.tools.nvcc import MAX_CACHED_OBJECT_BYTES, compile_object
 from kernelblaster.tools.sandbox import SHM_BYTES, Sandbox, prepare
 
 ARCH = "sm_90"
@@ -146,6 +146,15 @@ def test_a_candidates_definitions_of_the_drivers_own_calls_never_reach_the_drive
     assert "unknown cmd 'dance'" in replies[1]["error"] and "hijacked" not in finished.stdout
 
 
+def test_an_oversized_object_is_deleted_and_never_enters_the_compile_cache(builds: Builds) -> None:
+    built = builds.of(next(case for case in HOSTILE_CASES if case.name == "huge_object_array"))
+    assert [v.rule for v in built.violations] == ["object_size"]
+    assert not (built.source_path.parent / "candidate.o").exists()
+    assert built.program is None and built.link is None
+    cached = [path for path in (builds.root / "cache").iterdir() if path.is_file()]
+    assert all(path.stat().st_size <= MAX_CACHED_OBJECT_BYTES for path in cached)
+
+
 def test_a_driver_fills_no_more_of_the_hosts_memory_through_dev_than_its_shm_size(builds: Builds,
                                                                                   sandbox: Sandbox) -> None:
     case = next(case for case in HOSTILE_CASES if case.name == "fill_dev_tmpfs")
@@ -242,7 +251,7 @@ def test_the_compile_sandbox_keeps_host_files_out_and_names_them(attack: str, tm
 HARNESS = """
 import sys
 from pathlib import Path
-from kernelblaster.tools.nvcc import compile_object
+from kernelblaster.tools.nvcc import MAX_CACHED_OBJECT_BYTES, compile_object
 from kernelblaster.tools.sandbox import require_sandbox
 source = Path(sys.argv[1])
 compile_object(source, source.with_suffix(".o"), arch="sm_90", include_dirs=[], cache_dir=None,
