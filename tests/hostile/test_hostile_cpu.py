@@ -24,7 +24,7 @@ from kernelblaster.harness.analysis import spec_for_problem
 from kernelblaster.harness.build import DRIVER_DIR, BuildResult, build_candidate, files_read_outside
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.problem import load_problem
-from kernelblaster.tools.driver_process import DriverCrashed, DriverForged, DriverSession
+from kernelblaster.tools.driver_process import DRIVER_LIMITS, DriverCrashed, DriverForged, DriverSession
 from kernelblaster.tools.nvcc import MAX_CACHED_OBJECT_BYTES, compile_object
 from kernelblaster.tools.sandbox import SHM_BYTES, Sandbox, prepare
 
@@ -183,6 +183,20 @@ def test_a_driver_holds_no_more_shared_memory_than_its_tmp_and_shm_sizes(builds:
     report = session.stderr_tail()
     held = sum(int(mib) for mib in re.findall(r"HOSTILE held MiB in [^\n]* (\d+)", report))
     assert held <= (sandbox.tmp_bytes + sandbox.shm_bytes) >> 20, report
+
+
+@pytest.mark.xfail(os.getuid() == 0, strict=True, reason="open where the harness runs as root: the kernel applies "
+                   "no task limit (RLIMIT_NPROC) to uid 0, and the sandbox keeps the harness's uid")
+def test_a_driver_starts_no_more_threads_than_its_task_limit(builds: Builds, sandbox: Sandbox) -> None:
+    case = next(case for case in HOSTILE_CASES if case.name == "thread_flood")
+    built = builds.of(case, rules=False)
+    assert built.program is not None, built.log
+    session = DriverSession(built.program.command(filtered=True), sandbox=sandbox, view=built.program.view())
+    with session:
+        pass
+    started = re.search(r"HOSTILE started threads (\d+)", session.stderr_tail())
+    assert started is not None, session.stderr_tail()
+    assert int(started[1]) < DRIVER_LIMITS.tasks
 
 
 def _preprocessed(source: Path, flags: list[str]) -> str:
