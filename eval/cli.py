@@ -262,7 +262,7 @@ def run_export(options: ExportOptions) -> int:
         try:
             found = run_kernel(run_dir)
             kernel = prepare_export(found.problem, found.candidate, arch=found.arch or DEFAULT_ARCH,
-                                    precision=found.precision, allow=found.allow)
+                                    precision=found.precision, allow=found.allow, verified=True)
             check_same_header(found, kernel.header)
         except UserFacingError as why:
             skipped.append(f"{row.problem_id} ({why})")

@@ -68,6 +68,11 @@ HEADER_NAME = "kb_problem.h"
 OBJECT_NAME = "candidate.o"
 LIBRARY_NAME = "candidate.so"
 CACHE_VARIABLE = "KERNELBLASTER_CACHE"  # where the cache is (else ~/.cache/kernelblaster)
+# A candidate's object above this is refused (`object_size`) and deleted before anything else reads it: three
+# lines of host code (`const char big[N] = {1};`) make an object of N bytes in two seconds, kept three times
+# over (the object, its library, the compile cache's copy) for every candidate of a run, until the disk is
+# full. Honest kernels, templates and CUTLASS instantiations included, are far below it.
+MAX_OBJECT_BYTES = 256 << 20
 
 # Compiler and assembler messages about a file they could not open, and the path they name.
 _MISSING_FILE = re.compile(
@@ -176,6 +181,10 @@ def _compile_and_check(result: BuildResult, source_path: Path, workdir: Path, *,
     if not result.compile.ok or result.compile.output is None:
         result.stage = "compile_error"
         return None
+    oversized = object_size_violation(result.compile.output)
+    if oversized is not None:
+        result.violations = [oversized]
+        return None
     in_object = [_from_symbol(v) for v in check_object(result.compile.output, allow,
                                                        linked_imports(arch, cache_dir, sandbox))]
     in_assembly = host_assembly_violations(result.compile.host_assembly)
@@ -207,6 +216,19 @@ def _link(result: BuildResult, candidate: Path, workdir: Path, *, arch: str, all
     result.program = DriverProgram(launcher=driver_launcher(cache_dir, sandbox), driver=driver,
                                    library=result.link.output,
                                    library_dirs=tuple(dict.fromkeys([*library_dirs(libraries), *cudart_dirs()])))
+
+
+def object_size_violation(candidate: Path) -> StaticViolation | None:
+    """The refusal of an object larger than MAX_OBJECT_BYTES (the object is deleted), else None."""
+    size = candidate.stat().st_size
+    if size <= MAX_OBJECT_BYTES:
+        return None
+    candidate.unlink(missing_ok=True)
+    return StaticViolation(
+        rule="object_size", line=None, text=f"{size >> 20} MiB",
+        message=f"the compiled object is {size >> 20} MiB, more than the {MAX_OBJECT_BYTES >> 20} MiB a candidate's "
+                "may be: compute large tables at run time (or in device memory) rather than initialising them in "
+                "the source")
 
 
 def host_assembly_violations(blocks: list[AssemblyBlock]) -> list[StaticViolation]:

@@ -47,6 +47,10 @@ COMPILE_TIMEOUT_S = 300.0
 LINK_TIMEOUT_S = 120.0
 # Backstops against sources that make the toolchain write or hold huge files (`.incbin` in a loop).
 COMPILE_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share())
+# The compile cache keeps no object above this: a source can make one of up to the file-size limit (a large
+# initialised array), and the cache, unlike a build folder, is never cleared. (The build refuses candidates'
+# objects of this size anyway: harness/build.py's MAX_OBJECT_BYTES.)
+MAX_CACHED_OBJECT_BYTES = 256 << 20
 
 # The candidate's workspace allocations are routed through the trusted poisoning wrappers linked into its
 # library (harness/driver/kb_workspace.cu); only the candidate's undefined references are redirected by --wrap.
@@ -265,7 +269,8 @@ def compile_object(
     result.dependencies = _read_dependencies(dependency_file, source.parent.resolve())
     if inspect_host_code:
         result.host_assembly = _read_host_assembly(output, source.parent.resolve())
-    if cache_dir is not None and result.ok:
+    if cache_dir is not None and result.ok and result.output is not None \
+            and result.output.stat().st_size <= MAX_CACHED_OBJECT_BYTES:
         _store_cached(cache_dir, cache_key, result)
     return result
 

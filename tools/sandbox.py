@@ -42,6 +42,11 @@ from kernelblaster.tools.errors import UserFacingError
 BWRAP_ENV_VAR = "KERNELBLASTER_BWRAP"
 UNSAFE_FLAG = "--unsafe-no-sandbox"
 TMP_BYTES = 1 << 30
+# GPU work gets a /dev of its own, a tmpfs bwrap mounts without a size (half the host's memory) that the
+# sandboxed program could fill, file after file, past every limit of its process (tmpfs pages are nobody's
+# data segment, and unmapped they count in no process's memory, so the OOM killer would pick the harness).
+# /dev is made read-only and /dev/shm, which CUDA's tools may use, is a tmpfs of this size.
+SHM_BYTES = 256 << 20
 PROBE_TIMEOUT_S = 30.0
 
 _SYSTEM_DIRS = ("/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/include")
@@ -106,6 +111,7 @@ class Sandbox:
 
     bwrap: Path
     tmp_bytes: int = TMP_BYTES
+    shm_bytes: int = SHM_BYTES
 
     def launch(self, argv: Sequence[str], view: SandboxView, *, cwd: Path | None = None,
                env: Mapping[str, str] | None = None) -> Launch:
@@ -119,6 +125,8 @@ class Sandbox:
 
     def _mounts(self, view: SandboxView) -> list[str]:
         mounts = {"/tmp": ["--size", str(self.tmp_bytes), "--tmpfs", "/tmp"], **_device_mounts(view.gpu)}
+        if view.gpu:
+            mounts["/dev/shm"] = ["--size", str(self.shm_bytes), "--tmpfs", "/dev/shm"]
         for entry in _ROOT_ENTRIES:
             path = Path(entry)
             if path.is_symlink():
@@ -134,9 +142,12 @@ class Sandbox:
         for path in _with_targets(view.writable):
             mounts[str(path)] = ["--bind", str(path), str(path)]
         # Parents first: a mount on a path hides whatever an earlier mount put below it. The root (bwrap's
-        # tmpfs, which holds the mount points) is made read-only last: /tmp is the only scratch space.
+        # tmpfs, which holds the mount points) and, for GPU work, /dev (another tmpfs, of no set size) are made
+        # read-only last, once every mount point in them exists: /tmp and /dev/shm are the only scratch space.
+        # The device nodes are mounts of their own, so they stay writable.
         ordered = sorted(mounts.items(), key=lambda item: (len(Path(item[0]).parts), item[0]))
-        return [*(arg for _, args in ordered for arg in args), "--remount-ro", "/"]
+        read_only_last = ["--remount-ro", "/dev"] if view.gpu else []
+        return [*(arg for _, args in ordered for arg in args), *read_only_last, "--remount-ro", "/"]
 
 
 def _device_mounts(gpu: bool) -> dict[str, list[str]]:

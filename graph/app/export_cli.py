@@ -104,7 +104,7 @@ def run_export(options: ExportOptions) -> int:
         for path, what in ((problem, "PROBLEM.py"), (candidate, "CANDIDATE.cu")):
             if not path.is_file():
                 raise UserFacingError(f"{what} {path}: no such file")
-    kernel = prepare_export(problem, candidate, arch=arch, precision=precision, allow=allow)
+    kernel = prepare_export(problem, candidate, arch=arch, precision=precision, allow=allow, verified=found is not None)
     if found is not None:
         check_same_header(found, kernel.header)
     if options.format == "torch":

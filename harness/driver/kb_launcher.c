@@ -17,7 +17,13 @@
 //      blocked. Replacing that handler is refused the same way; a candidate that blocks SIGSYS dies of it,
 //      with the same status and no name;
 //   3. the protocol channel: replies go to a private copy of stdout, and fd 1 becomes stderr, so what
-//      the candidate prints never lands in the protocol by accident.
+//      the candidate prints never lands in the protocol by accident;
+//   4. the OOM killer's first choice: oom_score_adj 1000. Memory the limits above do not count (pinned host
+//      buffers, shared memory: memfd, System V segments) can still exhaust the host, and the OOM killer would
+//      otherwise pick the process with the largest resident size, the harness's. A candidate can lower it
+//      again to the harness's own value (an unprivileged process may go down to what it started with), so
+//      this turns a hog's accident into the driver's death, not a hostile candidate's (that needs a memory
+//      cgroup).
 // Only then is the driver loaded (RTLD_NOW: all its symbols bound), then the candidate (RTLD_NOW |
 // RTLD_LOCAL: nothing loaded before it can bind to it), and kb_driver_main(protocol_fd, kb_forward) called. Nothing after this point is
 // trusted: a filter cannot be removed, and the launcher itself never needs execve, so the ban holds for
@@ -193,6 +199,15 @@ static int install_filter(void) {
   return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &program);
 }
 
+// Best effort: without /proc (where CUDA cannot run either) the driver simply keeps the harness's score.
+static void prefer_for_oom_kill(void) {
+  int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t written = write(fd, "1000", 4);
+  (void)written;
+  close(fd);
+}
+
 static int set_limit(int resource, unsigned long long value) {
   struct rlimit limit = {(rlim_t)value, (rlim_t)value};
   return setrlimit(resource, &limit);
@@ -242,6 +257,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (set_limit(RLIMIT_CORE, 0) != 0) fail("disabling core files", strerror(errno));
+  prefer_for_oom_kill();
   g_report_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
   if (g_report_fd < 0) fail("copying stderr", strerror(errno));
   if (filter && install_filter() != 0) fail("installing the system-call filter", strerror(errno));

@@ -29,9 +29,12 @@ ABI_HEADER = HERE.parent / "driver" / "kb_abi.h"
 EXPORT_FORMATS = ("torch", "kernelbench")
 MARKER = "kernelblaster export"  # kernel.json's `exported_by`: a directory --force may replace
 # torch.utils.cpp_extension compiles CUDA with these macros defined (it keeps half arithmetic out of its own
-# sources); the harness compiled the candidate without them, so they are undefined again.
+# sources, names the extension, relaxes constexpr); the harness compiled the candidate without them, so they are
+# undefined again (the flags come after torch's). A kernel that tested them, or the C++ standard (torch's default
+# is C++20 where no -std is given), could be correct in the harness and do something else once exported.
 UNDEFINE_TORCH_MACROS = ("-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
-                         "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__")
+                         "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__",
+                         "-UTORCH_EXTENSION_NAME", "-UTORCH_API_INCLUDE_EXTENSION_H", "-U__CUDACC_RELAXED_CONSTEXPR__")
 _LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"(kb_problem\.h|kb_abi\.h)"[^\n]*$', re.MULTILINE)
 _PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once[^\n]*\n", re.MULTILINE)
 _PLACEHOLDER = re.compile(r"\{\{([A-Z_]+)\}\}")
@@ -57,6 +60,9 @@ class KernelExport:
     arch: str
     precision: PrecisionPolicy
     allow: tuple[str, ...]
+    # Whether the kernel comes from a run that measured it correct; a candidate file given to export directly
+    # was checked by nothing, and its files must not say otherwise.
+    verified: bool = False
 
     @property
     def name(self) -> str:
@@ -70,9 +76,14 @@ class KernelExport:
 
     @property
     def nvcc_flags(self) -> list[str]:
-        from kernelblaster.tools.nvcc import arch_flags
+        from kernelblaster.tools.nvcc import COMPILE_FLAGS, arch_flags
 
-        return ["-O3", *arch_flags(self.arch), *UNDEFINE_TORCH_MACROS]
+        # The harness's own flags (optimisation, standard, host compiler's options such as the stack protector,
+        # which defines a macro), less its object-only `-c` and ptxas's report.
+        harness = [flag for flag in COMPILE_FLAGS if flag != "-c"]
+        verbose = harness.index("-Xptxas")
+        del harness[verbose:verbose + 2]
+        return [*harness, *arch_flags(self.arch), *UNDEFINE_TORCH_MACROS]
 
     @property
     def link_flags(self) -> list[str]:
@@ -82,8 +93,9 @@ class KernelExport:
 
 
 def prepare_export(problem_path: Path, candidate_path: Path, *, arch: str, precision: PrecisionPolicy,
-                   allow: tuple[str, ...] = ()) -> KernelExport:
-    """The problem (imported and described on the meta device, or the CPU) and the candidate, ready to write."""
+                   allow: tuple[str, ...] = (), verified: bool = False) -> KernelExport:
+    """The problem (imported and described on the meta device, or the CPU) and the candidate, ready to write;
+    `verified`: the candidate is a run's kernel measured correct."""
     import hashlib
 
     from kernelblaster.harness.analysis import spec_for_problem
@@ -98,7 +110,7 @@ def prepare_export(problem_path: Path, candidate_path: Path, *, arch: str, preci
     spec = spec_for_problem(problem, gpu=None)
     return KernelExport(problem_source=problem.source, spec=spec, header=generate_header(spec), source=source,
                         source_sha256=hashlib.sha256(source.encode()).hexdigest(), arch=arch, precision=precision,
-                        allow=allow)
+                        allow=allow, verified=verified)
 
 
 def check_out(export_format: str, out: Path, force: bool) -> None:
@@ -122,7 +134,7 @@ def export_torch(kernel: KernelExport, out: Path, *, force: bool = False) -> lis
     files = {
         "__init__.py": _render("package_init.py.txt", {
             "PROBLEM": kernel.name, "PACKAGE": package, "OP": kernel_op_name(kernel, package).replace("::", "."),
-            "ARCH": kernel.arch, "PRECISION": kernel.precision}),
+            "ARCH": kernel.arch, "PRECISION": kernel.precision, "VERIFIED": verification_note(kernel)}),
         "problem.py": kernel.problem_source,
         "kernel.cu": kernel.source,
         "kb_problem.h": kernel.header,
@@ -157,12 +169,21 @@ def kernelbench_source(kernel: KernelExport) -> str:
     return _render("kernelbench.py.txt", {
         "PROBLEM": kernel.name, "ARCH": kernel.arch, "PRECISION": kernel.precision,
         "SOURCE_SHA256": kernel.source_sha256, "PROBLEM_SHA256": kernel.spec.problem_sha256,
-        "PROBLEM_SOURCE": kernel.problem_source.rstrip("\n"),
+        "PROBLEM_SOURCE": kernel.problem_source.rstrip("\n"), "VERIFIED": verification_note(kernel),
         "CUDA_SOURCE": _python_literal(inline_headers(kernel.source, kernel.header, ABI_HEADER.read_text())),
         "BINDING_SOURCE": _python_literal(binding_source(kernel, abi=_inlined_abi(), module="")),
         "EXTENSION": kernel.identifier, "NVCC_FLAGS": repr(kernel.nvcc_flags), "LINK_FLAGS": repr(kernel.link_flags),
         "FORWARD_CONSTANTS": repr(forward_constants), "OUTPUT_IS_TUPLE": repr(kernel.spec.output_is_tuple),
         "PROBLEM_LITERAL": repr(kernel.name)})
+
+
+def verification_note(kernel: KernelExport) -> str:
+    """One sentence for the exported files: what checked the kernel, and where it runs (no line breaks)."""
+    checked = (f"Verified by KernelBlaster under the '{kernel.precision}' precision policy, in the run it was "
+               "exported from." if kernel.verified else
+               "Not verified: it was exported from a file, not from a run that measured it correct.")
+    return (f"{checked} It runs in your own process, outside KernelBlaster's sandbox, as code a model wrote: "
+            "read it before you run it.")
 
 
 def kernelbench_refused_lines(text: str) -> list[str]:
@@ -271,6 +292,7 @@ def _kernel_record(kernel: KernelExport, package: str) -> dict[str, object]:
     return {"exported_by": MARKER, "kernelblaster": _version(), "torch_at_export": torch.__version__,
             "problem": kernel.name, "problem_sha256": kernel.spec.problem_sha256,
             "source_sha256": kernel.source_sha256, "arch": kernel.arch, "precision": kernel.precision,
+            "verified_in_run": kernel.verified,
             "tolerances": tolerances, "allow": list(kernel.allow), "op": kernel_op_name(kernel, package),
             "extension": kernel.identifier, "nvcc_flags": kernel.nvcc_flags, "link_flags": kernel.link_flags,
             "spec": kernel.spec.model_dump()}

@@ -93,6 +93,25 @@ def test_the_driver_announces_itself_and_exits_cleanly_at_end_of_input(program: 
     assert (finished.returncode, finished.stdout) == (0, '{"seq":0,"ok":true}\n')
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (through bwrap's own processes into the sandbox), from /proc."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    direct = [int(child) for child in children.read_text().split()] if children.exists() else []
+    return [found for child in direct for found in (child, *_descendants(child))]
+
+
+@pytest.mark.parametrize("program", ["scale_ok"], indirect=True)
+def test_the_driver_is_the_oom_killers_first_choice_over_the_harness(program: DriverProgram,
+                                                                     sandbox: Sandbox) -> None:
+    with session(program, sandbox) as driver:
+        assert driver.pid is not None
+        launchers = [pid for pid in _descendants(driver.pid)
+                     if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] == str(program.launcher).encode()]
+        scores = [Path(f"/proc/{pid}/oom_score_adj").read_text().strip() for pid in launchers]
+    assert scores == ["1000"]
+    assert Path("/proc/self/oom_score_adj").read_text().strip() != "1000"
+
+
 def unchecked_program(name: str, workdir: Path, build_cache: Path, sandbox: Sandbox) -> DriverProgram:
     """A fixture candidate compiled and linked as the build links one, without the build's checks: what the
     launcher does with code the rules would refuse (they are the early warning, not the boundary)."""

@@ -341,6 +341,25 @@ def test_kernelbench_export_of_a_run_builds_for_the_runs_arch(
     assert "'-arch=sm_80'" in (tmp_path / "relu.py").read_text()
 
 
+def test_a_kernel_exported_from_a_file_says_nothing_verified_it_and_where_it_runs(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    text = _export_kernelbench(capsys, KERNELBENCH_CASES[0], tmp_path).read_text()
+    package = _export_torch(capsys, SOFTMAX, tmp_path)
+    for exported in (text, (package / "__init__.py").read_text()):
+        assert "Not verified" in exported and "Verified by" not in exported
+        assert "outside KernelBlaster's sandbox" in exported
+    assert json.loads((package / "kernel.json").read_text())["verified_in_run"] is False
+
+
+def test_a_kernel_exported_from_a_run_says_the_run_verified_it(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    run = make_run_dir(tmp_path / "run", KERNELBENCH_CASES[0])
+    finished = kernelblaster(capsys, "export", run, "--format", "kernelbench", "--out", tmp_path / "relu.py")
+    assert finished.status == 0, finished.err
+    text = (tmp_path / "relu.py").read_text()
+    assert "Verified by KernelBlaster under the 'strict' precision policy" in text and "Not verified" not in text
+
+
 def _refusal(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> str:
     finished = kernelblaster(capsys, "export", *argv)
     assert finished.status == 2

@@ -18,6 +18,7 @@ import pytest
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.sandbox import (
     BWRAP_ENV_VAR,
+    SHM_BYTES,
     Sandbox,
     SandboxView,
     probe_sandbox,
@@ -106,6 +107,19 @@ def test_a_gpu_view_gets_its_own_proc_a_device_directory_and_read_only_sys(sandb
     pairs = set(itertools.pairwise(argv))
     assert {("--proc", "/proc"), ("--dev", "/dev"), ("--ro-bind", "/sys")} <= pairs
     assert ("--dev-bind", "/dev/null") not in pairs
+
+
+def test_a_gpu_views_dev_takes_no_files_while_its_device_nodes_still_take_writes(sandbox: Sandbox) -> None:
+    done = run_inside(sandbox, "echo x > /dev/kb-file; echo x > /dev/null && echo null-written", SandboxView(gpu=True))
+    assert "Read-only file system" in done.stderr and done.stdout.strip() == "null-written"
+
+
+def test_a_gpu_views_dev_shm_holds_at_most_its_size(sandbox: Sandbox) -> None:
+    mib = SHM_BYTES >> 20
+    done = run_inside(sandbox, f"dd if=/dev/zero of=/dev/shm/fill bs=1M count={mib + 16} 2>&1; "
+                               "du -m /dev/shm/fill", SandboxView(gpu=True))
+    assert "No space left on device" in done.stdout
+    assert int(done.stdout.split()[-2]) <= mib
 
 
 def test_a_compile_view_gets_only_dev_null(sandbox: Sandbox) -> None:

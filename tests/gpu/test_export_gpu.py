@@ -147,3 +147,24 @@ def test_kernelbench_file_passes_the_load_inline_path(build_root: Path, case: Ex
     extensions.mkdir()
     _, correct = benchmark.kernelbench_file_seconds(case.problem, kernel_file, extensions, POLICY)
     assert correct
+
+
+def test_a_kernel_that_tells_torchs_build_from_the_harnesss_computes_the_same_once_exported(build_root: Path) -> None:
+    # The hostile export_build_divergence writes zeros when it sees torch's extension build (its macros, C++20,
+    # no stack-protector macro): the export's flags must make its build look like the harness's.
+    from hostile.hostile_cases import HOSTILE_CASES
+
+    hostile = next(case for case in HOSTILE_CASES if case.name == "export_build_divergence")
+    kernel = build_root / "export_build_divergence.cu"
+    kernel.write_text(hostile.candidate_source())
+    exported = prepare_export(hostile.problem, kernel, arch=detect_arch(0), precision=POLICY)
+    out = build_root / f"gpu_export_hostile_{next(_names)}"  # not built_package: it keys packages by problem
+    export_torch(exported, out)
+    package = import_package(out)
+    package.build()
+    instance = instantiate(load_problem(hostile.problem), 0, "cuda")
+    with torch_precision(POLICY):
+        reference = instance.reference()
+    with torch.no_grad():
+        outputs = outputs_of(model_new_for(package, instance)(*instance.args))
+    assert_within_policy(outputs, reference)

@@ -144,6 +144,7 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _refused("byte_syscall", "host_assembly"),
     _refused("incbin_stringised", "host_assembly"),
     _refused("unlisted_glibc", "unlisted_import"),
+    _refused("huge_object_array", "object_size"),
     _contained("concat_init_array", ("load_time_code",), "starts"),
     # Load-time code through the two load-time functions the object check lets through (nvcc's registration,
     # <iostream>'s initialiser), seen in the host compiler's assembly; sections the linker or the loader obeys
@@ -179,6 +180,12 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _contained("env_secrets", RAW_AT_LOAD, "starts", None, "ok"),
     _contained("network_connect", RAW_AT_LOAD, "starts", None, "ok"),
     _contained("signal_everyone", RAW_AT_LOAD, "starts", None, "ok"),
+    # Resources past the driver's limits: the GPU sandbox's /dev tmpfs filled (no process's memory).
+    _contained("fill_dev_tmpfs", RAW_AT_LOAD, "starts", None, "ok"),
+    # Open: shared memory no limit counts (memfd, which CUDA's driver needs, and System V segments); threads past
+    # the task limit, which the kernel does not apply to root.
+    _contained("fill_host_memory_memfd", RAW_AT_LOAD, "starts", None, "ok"),
+    _contained("thread_flood", RAW_AT_LOAD, "starts", None, "ok"),  # open where the harness runs as root
     # Forged results.
     _contained("forge_fileno", ("load_time_code",), "forged", None, "forged_result"),
     _contained("forge_reply_in_forward", ("unlisted_import",), "starts", None, "forged_result"),
@@ -233,6 +240,9 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
                 verdicts=frozenset({"forged_result"}), reason="the harness's own clock", problem=GEMM),
     HostileCase("prepacked_weights_sampled_key", frozenset(), "starts", verdicts=frozenset({"incorrect"}),
                 reason="failed check 'timed_outputs'", problem=GEMM),
+    # Correct in the harness, another kernel once exported (built by torch in the user's own process): the
+    # export's nvcc flags undo torch's macros and repeat the harness's, so the builds look alike to the source.
+    HostileCase("export_build_divergence", frozenset(), "starts", verdicts=frozenset({"ok"})),
 )
 
 BUILT_CASES = tuple(case for case in HOSTILE_CASES if case.at_load is not None)
