@@ -7,17 +7,6 @@
 
 static char chunk[16 << 20];
 
-static void say_number(long value) {
-  char text[24];
-  int n = 0;
-  do {
-    text[sizeof text - 2 - n++] = static_cast<char>('0' + value % 10);
-    value /= 10;
-  } while (value > 0);
-  text[sizeof text - 1] = 0;
-  say(text + sizeof text - 1 - n);
-}
-
 // Writes up to `limit` bytes into `path` (created), in chunks; returns how many went in.
 static long fill(const char* path, long limit) {
   long fd = sys(257, -100, reinterpret_cast<long>(path), 01101, 0644);  // openat(O_WRONLY | O_CREAT | O_TRUNC)

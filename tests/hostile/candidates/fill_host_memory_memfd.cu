@@ -8,17 +8,6 @@
 
 static char chunk[16 << 20];
 
-static void say_number(long value) {
-  char text[24];
-  int n = 0;
-  do {
-    text[sizeof text - 2 - n++] = static_cast<char>('0' + value % 10);
-    value /= 10;
-  } while (value > 0);
-  text[sizeof text - 1] = 0;
-  say(text + sizeof text - 1 - n);
-}
-
 static long fill_fd(long fd, long limit) {
   long written = 0;
   while (written < limit) {

@@ -33,17 +33,6 @@ static long start_parked_thread(char* stack_top) {
   return ret;
 }
 
-static void say_number(long value) {
-  char text[24];
-  int n = 0;
-  do {
-    text[sizeof text - 2 - n++] = static_cast<char>('0' + value % 10);
-    value /= 10;
-  } while (value > 0);
-  text[sizeof text - 1] = 0;
-  say(text + sizeof text - 1 - n);
-}
-
 namespace {
 struct AtLoad {
   AtLoad() {
