@@ -155,15 +155,19 @@ def test_an_oversized_object_is_deleted_and_never_enters_the_compile_cache(build
     assert all(path.stat().st_size <= MAX_CACHED_OBJECT_BYTES for path in cached)
 
 
-def test_a_driver_fills_no_more_of_the_hosts_memory_through_dev_than_its_shm_size(builds: Builds,
-                                                                                  sandbox: Sandbox) -> None:
-    case = next(case for case in HOSTILE_CASES if case.name == "fill_dev_tmpfs")
-    built = builds.of(case, rules=False)
+def loaded_report(builds: Builds, sandbox: Sandbox, name: str) -> str:
+    """What the named case's driver, built without the rules, wrote to stderr when it loaded in the sandbox."""
+    built = builds.of(next(case for case in HOSTILE_CASES if case.name == name), rules=False)
     assert built.program is not None, built.log
     session = DriverSession(built.program.command(filtered=True), sandbox=sandbox, view=built.program.view())
     with session:
         pass
-    report = session.stderr_tail()
+    return session.stderr_tail()
+
+
+def test_a_driver_fills_no_more_of_the_hosts_memory_through_dev_than_its_shm_size(builds: Builds,
+                                                                                  sandbox: Sandbox) -> None:
+    report = loaded_report(builds, sandbox, "fill_dev_tmpfs")
     filled = {m["path"]: int(m["mib"]) for m in re.finditer(r"HOSTILE filled (?P<path>\S+) with MiB (?P<mib>\d+)",
                                                             report)}
     assert not [path for path in filled if not path.startswith("/dev/shm/")], report
@@ -174,13 +178,7 @@ def test_a_driver_fills_no_more_of_the_hosts_memory_through_dev_than_its_shm_siz
 @pytest.mark.xfail(strict=True, reason="open: memfd and System V shared memory are counted by no limit of the "
                                       "sandbox; bounding them needs a memory cgroup around it")
 def test_a_driver_holds_no_more_shared_memory_than_its_tmp_and_shm_sizes(builds: Builds, sandbox: Sandbox) -> None:
-    case = next(case for case in HOSTILE_CASES if case.name == "fill_host_memory_memfd")
-    built = builds.of(case, rules=False)
-    assert built.program is not None, built.log
-    session = DriverSession(built.program.command(filtered=True), sandbox=sandbox, view=built.program.view())
-    with session:
-        pass
-    report = session.stderr_tail()
+    report = loaded_report(builds, sandbox, "fill_host_memory_memfd")
     held = sum(int(mib) for mib in re.findall(r"HOSTILE held MiB in [^\n]* (\d+)", report))
     assert held <= (sandbox.tmp_bytes + sandbox.shm_bytes) >> 20, report
 
@@ -188,14 +186,9 @@ def test_a_driver_holds_no_more_shared_memory_than_its_tmp_and_shm_sizes(builds:
 @pytest.mark.xfail(os.getuid() == 0, strict=True, reason="open where the harness runs as root: the kernel applies "
                    "no task limit (RLIMIT_NPROC) to uid 0, and the sandbox keeps the harness's uid")
 def test_a_driver_starts_no_more_threads_than_its_task_limit(builds: Builds, sandbox: Sandbox) -> None:
-    case = next(case for case in HOSTILE_CASES if case.name == "thread_flood")
-    built = builds.of(case, rules=False)
-    assert built.program is not None, built.log
-    session = DriverSession(built.program.command(filtered=True), sandbox=sandbox, view=built.program.view())
-    with session:
-        pass
-    started = re.search(r"HOSTILE started threads (\d+)", session.stderr_tail())
-    assert started is not None, session.stderr_tail()
+    report = loaded_report(builds, sandbox, "thread_flood")
+    started = re.search(r"HOSTILE started threads (\d+)", report)
+    assert started is not None, report
     assert int(started[1]) < DRIVER_LIMITS.tasks
 
 
