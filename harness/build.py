@@ -32,6 +32,7 @@ from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import directory_problem
 from kernelblaster.tools.host_code import HEADER_FILE, LOAD_TIME_FILE
 from kernelblaster.tools.nvcc import (
+    MAX_OBJECT_BYTES,
     AssemblyBlock,
     CompileResult,
     CompilerMessage,
@@ -68,11 +69,6 @@ HEADER_NAME = "kb_problem.h"
 OBJECT_NAME = "candidate.o"
 LIBRARY_NAME = "candidate.so"
 CACHE_VARIABLE = "KERNELBLASTER_CACHE"  # where the cache is (else ~/.cache/kernelblaster)
-# A candidate's object above this is refused (`object_size`) and deleted before anything else reads it: three
-# lines of host code (`const char big[N] = {1};`) make an object of N bytes in two seconds, kept three times
-# over (the object, its library, the compile cache's copy) for every candidate of a run, until the disk is
-# full. Honest kernels, templates and CUTLASS instantiations included, are far below it.
-MAX_OBJECT_BYTES = 256 << 20
 
 # Compiler and assembler messages about a file they could not open, and the path they name.
 _MISSING_FILE = re.compile(

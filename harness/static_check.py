@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from kernelblaster.tools.symbols import FORBIDDEN_APIS, LIBRARIES, validate_allow
+from kernelblaster.tools.untrusted_text import LONE_SURROGATE
 
 PYTORCH_INCLUDE = re.compile(r"^(?:torch|ATen|c10|caffe2|pybind11)/|^(?:Python|torch)\.h$")
 _DIRECTIVE = r"^[ \t]*#[ \t]*(?:include|include_next|import|embed)\b[ \t]*"
@@ -70,14 +71,11 @@ def check_source(source: str, allow: frozenset[str] = frozenset()) -> list[Stati
     return [violation.model_copy() for violation in _check_source(source, validate_allow(allow))]
 
 
-# A lone surrogate (a str from a JSON "\ud800" escape, say) is no character a file can hold: writing or hashing
-# the source would fail in the harness's process.
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 @functools.lru_cache(maxsize=32)
 def _check_source(source: str, allow: frozenset[str]) -> tuple[StaticViolation, ...]:
-    surrogate = _LONE_SURROGATE.search(source)
+    # A lone surrogate (a str from a JSON "\ud800" escape, say) is no character a file can hold: writing or
+    # hashing the source would fail in the harness's process.
+    surrogate = LONE_SURROGATE.search(source)
     if surrogate is not None:  # alone: the other rules quote lines, which would carry it on
         line = source.count("\n", 0, surrogate.start()) + 1
         return (StaticViolation(rule="not_text", line=line, text="", message=(

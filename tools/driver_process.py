@@ -44,7 +44,7 @@ from typing import Literal, Self, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 
 from kernelblaster.tools.sandbox import ResourceLimits, Sandbox, SandboxView, memory_share, prepare
-from kernelblaster.tools.untrusted_text import for_terminal
+from kernelblaster.tools.untrusted_text import LONE_SURROGATE, for_terminal
 
 KB_MAX_DIMS = 8  # KBTensor's shape/strides capacity (harness/driver/kb_abi.h)
 STDERR_TAIL_BYTES = 64 * 1024
@@ -68,7 +68,6 @@ SANDBOX_EXIT_STATUSES = frozenset({BLOCKED_EXIT_STATUS, -signal.SIGSYS})
 # A backstop for the whole driver process; each request has its own wall-clock timeout.
 DRIVER_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share(), cpu_seconds=3600)
 NO_EXTRA_VIEW = SandboxView()
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _BLOCKED_LINE = re.compile(r"^kernelblaster-sandbox: blocked (?P<what>.+)$", re.MULTILINE)
 
 
@@ -613,7 +612,7 @@ class OversizedReply(ImpossibleReply):
 def _holds_surrogate(value: object) -> bool:
     """Whether a parsed reply holds a lone surrogate anywhere (a string no UTF-8 output can carry)."""
     if isinstance(value, str):
-        return _SURROGATE.search(value) is not None
+        return LONE_SURROGATE.search(value) is not None
     if isinstance(value, dict):
         return any(_holds_surrogate(key) or _holds_surrogate(item) for key, item in value.items())
     if isinstance(value, list):

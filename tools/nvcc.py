@@ -47,10 +47,12 @@ COMPILE_TIMEOUT_S = 300.0
 LINK_TIMEOUT_S = 120.0
 # Backstops against sources that make the toolchain write or hold huge files (`.incbin` in a loop).
 COMPILE_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share())
-# The compile cache keeps no object above this: a source can make one of up to the file-size limit (a large
-# initialised array), and the cache, unlike a build folder, is never cleared. (The build refuses candidates'
-# objects of this size anyway: harness/build.py's MAX_OBJECT_BYTES.)
-MAX_CACHED_OBJECT_BYTES = 256 << 20
+# The largest object a candidate's build may make: three lines of host code (`const char big[N] = {1};`) make
+# an object of N bytes in two seconds, kept three times over (the object, its library, the compile cache's
+# copy) for every candidate of a run. The build refuses a larger one (harness/build.py, `object_size`) and the
+# compile cache, which unlike a build folder is never cleared, keeps none. Honest kernels, templates and
+# CUTLASS instantiations included, are far below it.
+MAX_OBJECT_BYTES = 256 << 20
 
 # The candidate's workspace allocations are routed through the trusted poisoning wrappers linked into its
 # library (harness/driver/kb_workspace.cu); only the candidate's undefined references are redirected by --wrap.
@@ -197,8 +199,10 @@ def _listed_archs(nvcc: Path) -> tuple[str, ...]:
 # named, not left to the host compiler's default: Ubuntu's GCC turns it on and Debian's does not, and the
 # load-time check reads the host assembly it changes (a launch stub then calls __stack_chk_fail); at 404fc51
 # that difference refused every honest kernel on the GPU machine while every CPU test passed.
-COMPILE_FLAGS = ("-c", "-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC,-fstack-protector-strong",
-                 "-Xptxas", "-v")
+# CODE_FLAGS decide what the code is (an export builds with them too); COMPILE_FLAGS add an object's `-c` and
+# ptxas's resource report.
+CODE_FLAGS = ("-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC,-fstack-protector-strong")
+COMPILE_FLAGS = ("-c", *CODE_FLAGS, "-Xptxas", "-v")
 FAST_MATH_FLAGS = frozenset({"--use_fast_math", "-use_fast_math"})
 
 
@@ -270,7 +274,7 @@ def compile_object(
     if inspect_host_code:
         result.host_assembly = _read_host_assembly(output, source.parent.resolve())
     if cache_dir is not None and result.ok and result.output is not None \
-            and result.output.stat().st_size <= MAX_CACHED_OBJECT_BYTES:
+            and result.output.stat().st_size <= MAX_OBJECT_BYTES:
         _store_cached(cache_dir, cache_key, result)
     return result
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 REPLACEMENT = "\ufffd"
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # Lone surrogates; C0 controls but tab, line feed and carriage return (CRLF line ends are honest); DEL; C1.
 _NOT_STORABLE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # What a terminal shows as it is: everything storable but the carriage return (it moves the cursor back,

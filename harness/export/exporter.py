@@ -76,14 +76,11 @@ class KernelExport:
 
     @property
     def nvcc_flags(self) -> list[str]:
-        from kernelblaster.tools.nvcc import COMPILE_FLAGS, arch_flags
+        from kernelblaster.tools.nvcc import CODE_FLAGS, arch_flags
 
         # The harness's own flags (optimisation, standard, host compiler's options such as the stack protector,
-        # which defines a macro), less its object-only `-c` and ptxas's report.
-        harness = [flag for flag in COMPILE_FLAGS if flag != "-c"]
-        verbose = harness.index("-Xptxas")
-        del harness[verbose:verbose + 2]
-        return [*harness, *arch_flags(self.arch), *UNDEFINE_TORCH_MACROS]
+        # which defines a macro).
+        return [*CODE_FLAGS, *arch_flags(self.arch), *UNDEFINE_TORCH_MACROS]
 
     @property
     def link_flags(self) -> list[str]:

@@ -25,7 +25,7 @@ from kernelblaster.harness.build import DRIVER_DIR, BuildResult, build_candidate
 from kernelblaster.harness.header import generate_header
 from kernelblaster.harness.problem import load_problem
 from kernelblaster.tools.driver_process import DRIVER_LIMITS, DriverCrashed, DriverForged, DriverSession
-from kernelblaster.tools.nvcc import MAX_CACHED_OBJECT_BYTES, compile_object
+from kernelblaster.tools.nvcc import MAX_OBJECT_BYTES, compile_object
 from kernelblaster.tools.sandbox import SHM_BYTES, Sandbox, prepare
 
 ARCH = "sm_90"
@@ -152,7 +152,7 @@ def test_an_oversized_object_is_deleted_and_never_enters_the_compile_cache(build
     assert not (built.source_path.parent / "candidate.o").exists()
     assert built.program is None and built.link is None
     cached = [path for path in (builds.root / "cache").iterdir() if path.is_file()]
-    assert all(path.stat().st_size <= MAX_CACHED_OBJECT_BYTES for path in cached)
+    assert all(path.stat().st_size <= MAX_OBJECT_BYTES for path in cached)
 
 
 def loaded_report(builds: Builds, sandbox: Sandbox, name: str) -> str:
@@ -258,7 +258,7 @@ def test_the_compile_sandbox_keeps_host_files_out_and_names_them(attack: str, tm
 HARNESS = """
 import sys
 from pathlib import Path
-from kernelblaster.tools.nvcc import MAX_CACHED_OBJECT_BYTES, compile_object
+from kernelblaster.tools.nvcc import compile_object
 from kernelblaster.tools.sandbox import require_sandbox
 source = Path(sys.argv[1])
 compile_object(source, source.with_suffix(".o"), arch="sm_90", include_dirs=[], cache_dir=None,
