@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Run named parts of the GPU specification one after another, each within its own limit, so that the whole
 # of `pytest -m gpu` runs in parts (tests/cpu/test_ci_device.py keeps every GPU test file in one):
-#   .ci/device/gpu_parts.sh harness hostile honest export bench lifetime prompt_facts human_cli_snippets
+#   .ci/device/gpu_parts.sh harness checkers hostile honest export bench lifetime prompt_facts human_cli_snippets
 # or in the background, polled by later calls: .ci/device/gpu_streams.sh. Logs and JUnit XML go to $OUT as
 # gpu_tests.sh writes them. The limits are backstops: at b79b7db the harness part ran out of 900 s and
 # prompt_facts out of 500 s (two streams on one host, 2 x H200), and a killed part loses its messages.
 set -uo pipefail
 declare -A limit paths
-limit[harness]=1800 paths[harness]="tests/gpu/test_harness_gpu.py tests/gpu/test_sandbox_gpu.py
-  tests/gpu/test_sanitizer_gpu.py tests/gpu/test_machine_gpu.py tests/cpu/test_driver_executable.py
-  tests/gpu/test_stage_times_gpu.py tests/gpu/test_reserve_order_gpu.py tests/gpu/test_cuda_device_gpu.py"
+# harness (430 s on an H100 at 1b74b64) and checkers (150 s) were one part; two let four GPUs share the whole.
+limit[harness]=1500 paths[harness]="tests/gpu/test_harness_gpu.py"
+limit[checkers]=600 paths[checkers]="tests/gpu/test_sandbox_gpu.py tests/gpu/test_sanitizer_gpu.py
+  tests/gpu/test_machine_gpu.py tests/cpu/test_driver_executable.py tests/gpu/test_stage_times_gpu.py
+  tests/gpu/test_reserve_order_gpu.py tests/gpu/test_cuda_device_gpu.py"
 limit[hostile]=300 paths[hostile]="tests/hostile"
 limit[honest]=600 paths[honest]="tests/gpu/test_honest_checks_gpu.py"
 limit[export]=1200 paths[export]="tests/gpu/test_export_gpu.py"

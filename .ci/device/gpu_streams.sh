@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run parts of the GPU specification (.ci/device/gpu_parts.sh names them) in the background, as streams of
 # parts, so that the whole of `pytest -m gpu` outlasts the 10 minutes of one call and later calls only poll:
-#   .ci/device/gpu_streams.sh start LOGDIR 0:harness,hostile,bench,lifetime,prompt_facts,human_cli_snippets
+#   .ci/device/gpu_streams.sh start LOGDIR 0:harness,honest 1:export,checkers 2:hostile,bench,lifetime 3:prompt_facts,human_cli_snippets
 #   .ci/device/gpu_streams.sh wait LOGDIR SECONDS     (prints each part's result; exit 0 once all ended)
 # Give the specification one stream per host. Two streams on two H200s of one host (at f4df75e) failed 5
 # honest tests that pass alone: ncu profiles one process per host at a time (the harness now waits for
