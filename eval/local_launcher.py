@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kernelblaster.graph.core.services import Services
+from kernelblaster.tools.errors import UserFacingError
 
 ServicesFactory = Callable[[], Services]
 # A task runs one job with the services, a way to report events, and its slot's name; it returns the result.
@@ -46,6 +47,7 @@ class LocalLauncher:
     """Runs tasks in processes, one per GPU of `gpus` at a time."""
 
     def __init__(self, gpus: Sequence[int], services_factory: ServicesFactory) -> None:
+        self._visible = {gpu: only_device(gpu) for gpu in gpus}
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(_PRELOADED)
         self._services_factory = services_factory
@@ -61,8 +63,8 @@ class LocalLauncher:
         """Run `task(job)` on an idle GPU; the slot's name (`gpu3`)."""
         gpu = self._idle.pop(0)
         process = self._context.Process(target=_task_process, daemon=False,
-                                        args=(task, job, self._services_factory, self._messages, gpu, key,
-                                              os.getpid()))
+                                        args=(task, job, self._services_factory, self._messages, gpu,
+                                              self._visible[gpu], key, os.getpid()))
         process.start()
         self._running[key] = (process, gpu)
         return f"gpu{gpu}"
@@ -100,12 +102,26 @@ class LocalLauncher:
             return messages
 
 
+def only_device(gpu: int) -> str:
+    """The CUDA_VISIBLE_DEVICES that shows a task device `gpu` alone, `gpu` numbered as this process numbers
+    devices. Under an inherited CUDA_VISIBLE_DEVICES (a scheduler's, a shared machine's) device 1 is its second
+    entry, not physical GPU 1: at c761bb5 a suite given devices 2,3 of a host timed on 0 and 1, beside other work."""
+    inherited = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if inherited is None:
+        return str(gpu)
+    entries = [entry.strip() for entry in inherited.split(",") if entry.strip()]
+    if gpu >= len(entries):
+        raise UserFacingError(f"GPU {gpu} is not among the {len(entries)} devices CUDA_VISIBLE_DEVICES="
+                              f"{inherited!r} shows this process (devices are numbered from 0 within it)")
+    return entries[gpu]
+
+
 def _task_process(task: Task, job: BaseModel, services_factory: ServicesFactory, messages: Any, gpu: int,
-                  key: int, runner_pid: int) -> None:
+                  visible: str, key: int, runner_pid: int) -> None:
     threading.Thread(target=_die_with_runner, args=(runner_pid,), daemon=True).start()
     # Ctrl-C reaches the whole process group; the runner alone decides what stops (and resumes later).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    os.environ["CUDA_VISIBLE_DEVICES"] = visible
     result = task(job, services_factory(), messages.put, f"gpu{gpu}")
     messages.put(Finished(key, result))
     messages.close()
