@@ -171,7 +171,7 @@ class CpuStandIn:
                             speedup=Speedup.of(time_ms, self.timing), roofline=roofline,
                             profile=self.profile if profile else None)
 
-    def baseline(self) -> BaselineTiming:
+    def baseline(self, remeasure: bool = False) -> BaselineTiming:
         return self.timing
 
     def profile_baseline(self) -> ProfileOutcome:

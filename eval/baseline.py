@@ -52,7 +52,9 @@ def measure_baseline(job: BaselineJob, services: Services, emit: Callable[[BaseM
                       published_compile_ms=job.published_compile_ms)
     try:
         evaluator = services.evaluators(load_problem(job.problem.path), EvalOptions(precision=job.precision, gpu=0))
-        timing = evaluator.baseline()
+        # Measured now, never read from the cache: a figure cached by an earlier run may come from a GPU that
+        # was busy then (at c761bb5 fifty level-2 rows repeated a run that shared its GPUs).
+        timing = evaluator.baseline(remeasure=True)
     except Exception as error:  # one problem's failure is its row, and the others go on
         return row.model_copy(update={"error": f"{type(error).__name__}: {error}"[:500]})
     return row.model_copy(update={

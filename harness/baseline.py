@@ -21,9 +21,10 @@ from kernelblaster.tools.files import cached_measurement
 
 
 def baseline_for(problem: Problem, device: int, policy: PrecisionPolicy, rotating_sets: int,
-                 cache_dir: Path, with_compile: bool = True) -> BaselineTiming:
+                 cache_dir: Path, with_compile: bool = True, remeasure: bool = False) -> BaselineTiming:
     return cached_measurement(_cache_path(problem, device, policy, with_compile, cache_dir), BaselineTiming,
-                              lambda: measure_baseline(problem, device, policy, rotating_sets, with_compile))
+                              lambda: measure_baseline(problem, device, policy, rotating_sets, with_compile),
+                              remeasure=remeasure)
 
 
 def measure_baseline(problem: Problem, device: int, policy: PrecisionPolicy, rotating_sets: int,

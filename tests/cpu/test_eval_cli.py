@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from fixtures.graph.recorded_evaluator import EvaluationLog, recorded_evaluators
 from fixtures.suite.scripted_suite import KERNELBENCH, services_factory, suite_config
 
-from kernelblaster.eval.baseline import run_baselines
+from kernelblaster.eval.baseline import BaselineJob, measure_baseline, run_baselines
 from kernelblaster.eval.problems import select_problems
 from kernelblaster.eval.results import DATABASE_NAME, SCHEMA_VERSION, ResultsDB
 from kernelblaster.eval.suite import create_suite
@@ -123,6 +124,17 @@ def test_baselines_timed_under_another_precision_policy_are_refused_untouched(tm
                       _refusing_services)
 
     assert hashlib.sha256((tmp_path / "baselines" / DATABASE_NAME).read_bytes()).hexdigest() == before
+
+
+def test_bench_baseline_times_a_problem_afresh_rather_than_reading_a_cached_figure() -> None:
+    log = EvaluationLog()
+    problem = select_problems(KERNELBENCH, levels=[1])[0]
+    job = BaselineJob(problem=problem, precision="strict", published_eager_ms=None, published_compile_ms=None)
+
+    row = measure_baseline(job, Services(evaluators=recorded_evaluators(log)), lambda event: None, "gpu0")
+
+    assert row.error is None and row.eager_ms is not None
+    assert log.calls == [("baseline remeasured", Path(problem.path).stem)]
 
 
 def test_bench_baseline_of_a_fully_timed_directory_writes_its_comparison_without_a_gpu(

@@ -51,3 +51,11 @@ def test_writing_an_entry_leaves_no_temporary_beside_it(tmp_path: Path) -> None:
     path = tmp_path / "gpu.json"
     cached_measurement(path, _Peak, _Meter(3000.0))
     assert abandoned_temporaries(path) == [] and [entry.name for entry in tmp_path.iterdir()] == ["gpu.json"]
+
+
+def test_remeasuring_ignores_a_cached_entry_and_replaces_it(tmp_path: Path) -> None:
+    path = tmp_path / "gpu.json"
+    path.write_text(_Peak(gbs=2500.0).model_dump_json())
+    meter = _Meter(3000.0)
+    assert cached_measurement(path, _Peak, meter, remeasure=True) == _Peak(gbs=3000.0)
+    assert meter.calls == 1 and _Peak.model_validate_json(path.read_text()) == _Peak(gbs=3000.0)
