@@ -43,7 +43,7 @@ from typing import Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, model_validator
 
-from kernelblaster.tools.sandbox import ResourceLimits, Sandbox, SandboxView, memory_share, prepare
+from kernelblaster.tools.sandbox import SANDBOX_TASKS, ResourceLimits, Sandbox, SandboxView, memory_share, prepare
 from kernelblaster.tools.untrusted_text import LONE_SURROGATE, for_terminal
 
 KB_MAX_DIMS = 8  # KBTensor's shape/strides capacity (harness/driver/kb_abi.h)
@@ -66,7 +66,7 @@ MAX_REPLY_ELEMENTS = 1 << 18  # values in one reply, counted by separators
 # or killed by SIGSYS itself (no bwrap in between).
 SANDBOX_EXIT_STATUSES = frozenset({BLOCKED_EXIT_STATUS, -signal.SIGSYS})
 # A backstop for the whole driver process; each request has its own wall-clock timeout.
-DRIVER_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=512, data_bytes=memory_share(), cpu_seconds=3600)
+DRIVER_LIMITS = ResourceLimits(file_bytes=1 << 30, tasks=SANDBOX_TASKS, data_bytes=memory_share(), cpu_seconds=3600)
 NO_EXTRA_VIEW = SandboxView()
 _BLOCKED_LINE = re.compile(r"^kernelblaster-sandbox: blocked (?P<what>.+)$", re.MULTILINE)
 

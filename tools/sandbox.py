@@ -14,7 +14,9 @@ Built on bubblewrap (`bwrap`: $KERNELBLASTER_BWRAP, else `bwrap` on PATH, else t
   find the GPU (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, LD_LIBRARY_PATH). No API keys;
 - death with its parent: when the harness (or the thread that started it) dies, everything inside dies.
 bwrap has no resource limits of its own, so the program started inside applies them: `prlimit`
-(util-linux) in front of nvcc, the driver's launcher (harness/driver/kb_launcher.c) for the driver. The ban
+(util-linux) in front of nvcc, the driver's launcher (harness/driver/kb_launcher.c) for the driver. What those
+cannot count (memory no process maps, tasks of root) a cgroup bounds where one can be made
+(tools/host_bound.py): the whole program, bwrap included, at most `memory_bytes` and `tasks`. The ban
 on running programs is the launcher's too: a filter bwrap installed would also stop bwrap's own exec of the
 driver (and ncu's), so the launcher installs it last, then loads the candidate's code without an exec.
 Where the sandbox cannot start, candidates are refused (`require_sandbox`) unless the user passes
@@ -34,10 +36,11 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.host_bound import HostBound, probe_host_bound
 
 BWRAP_ENV_VAR = "KERNELBLASTER_BWRAP"
 UNSAFE_FLAG = "--unsafe-no-sandbox"
@@ -47,6 +50,9 @@ TMP_BYTES = 1 << 30
 # data segment, and unmapped they count in no process's memory, so the OOM killer would pick the harness).
 # /dev is made read-only and /dev/shm, which CUDA's tools may use, is a tmpfs of this size.
 SHM_BYTES = 256 << 20
+# The most tasks (processes and threads) one sandboxed program may have: its RLIMIT_NPROC and, with a host
+# bound, its cgroup's pids.max (RLIMIT_NPROC alone does not hold where the harness runs as root).
+SANDBOX_TASKS = 512
 PROBE_TIMEOUT_S = 30.0
 
 _SYSTEM_DIRS = ("/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/include")
@@ -112,6 +118,9 @@ class Sandbox:
     bwrap: Path
     tmp_bytes: int = TMP_BYTES
     shm_bytes: int = SHM_BYTES
+    host_bound: HostBound | None = None
+    memory_bytes: int = field(default_factory=memory_share)
+    tasks: int = SANDBOX_TASKS
 
     def launch(self, argv: Sequence[str], view: SandboxView, *, cwd: Path | None = None,
                env: Mapping[str, str] | None = None) -> Launch:
@@ -120,8 +129,10 @@ class Sandbox:
         command = [str(self.bwrap), *_NAMESPACES, *_CONFINEMENT, *self._mounts(view), "--clearenv"]
         for name, value in environment.items():
             command += ["--setenv", name, value]
-        command += ["--chdir", str(cwd or "/tmp")]
-        return Launch([*command, "--", *argv], {"PATH": os.defpath})
+        command += ["--chdir", str(cwd or "/tmp"), "--", *argv]
+        if self.host_bound is not None:
+            command = self.host_bound.enter(command, self.memory_bytes, self.tasks)
+        return Launch(command, {"PATH": os.defpath})
 
     def _mounts(self, view: SandboxView) -> list[str]:
         mounts = {"/tmp": ["--size", str(self.tmp_bytes), "--tmpfs", "/tmp"], **_device_mounts(view.gpu)}
@@ -238,17 +249,28 @@ def probe_sandbox() -> Sandbox | str:
     if shutil.which("prlimit") is None:
         return "prlimit (util-linux) is not installed"
     sandbox = Sandbox(bwrap)
+    failed = _fails_to_start(sandbox)
+    if failed is not None:
+        return failed
+    bound = probe_host_bound()
+    if isinstance(bound, HostBound) and _fails_to_start(bounded := replace(sandbox, host_bound=bound)) is None:
+        return bounded
+    return sandbox
+
+
+def _fails_to_start(sandbox: Sandbox) -> str | None:
+    """Why `sandbox` cannot run `true`, or None when it can."""
     true = shutil.which("true") or "/usr/bin/true"
     launch = sandbox.launch([true], SandboxView())
     try:
         done = subprocess.run(launch.argv, env=launch.env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
                               stdin=subprocess.DEVNULL, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
-        return f"{bwrap} could not start a sandbox ({error})"
+        return f"{sandbox.bwrap} could not start a sandbox ({error})"
     if done.returncode != 0:
         first_line = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
-        return f"{bwrap} could not start a sandbox: {first_line} (it needs unprivileged user namespaces)"
-    return sandbox
+        return f"{sandbox.bwrap} could not start a sandbox: {first_line} (it needs unprivileged user namespaces)"
+    return None
 
 
 def require_sandbox(unsafe_no_sandbox: bool) -> Sandbox | None:

@@ -3,7 +3,7 @@
 // file-size limit, as many as descriptors allow) and a System V shared memory segment filled, then detached
 // (it stays with the sandbox's IPC namespace). Repeated, this exhausts the host and the OOM killer picks the
 // harness, whose resident size is the largest. CUDA's driver needs memfd_create, so the filter cannot refuse
-// it; bounding this needs a memory cgroup around the sandbox (open). It takes 1.5 GiB in all and says how much.
+// it; the sandbox's memory cgroup bounds it (tools/host_bound.py). It takes 1.5 GiB in all and says how much.
 #include "kb_problem.h"
 
 static char chunk[16 << 20];

@@ -3,7 +3,7 @@
 // limit (RLIMIT_NPROC, 512) bounds them only where the harness is not root: the kernel exempts uid 0, and an
 // unprivileged user namespace keeps the harness's uid, so a harness run as root (a GPU container's default) lets
 // a candidate take every PID and thread slot of the host, and then nothing, the harness's nvcc and next driver
-// included, can start. Open: needs a pids cgroup, or the sandbox under another uid.
+// included, can start. The sandbox's pids cgroup bounds it (tools/host_bound.py) where one can be made.
 #include "kb_problem.h"
 
 static char stacks[1000][256] __attribute__((aligned(16)));
