@@ -571,7 +571,9 @@ class DriverSession:
 
     def _died(self, command: str) -> DriverCrashed:
         self._wait_for_exit(self._fatal_exit_wait_s)
-        return DriverCrashed(f"the driver exited without replying to '{command}'", self.exit_status, self.stderr_tail())
+        bound = self._launch.bound
+        return DriverCrashed(f"the driver exited without replying to '{command}'{bound.killed_note() if bound else ''}",
+                             self.exit_status, self.stderr_tail())
 
     def _wait_for_exit(self, timeout_s: float) -> None:
         """Give a driver that is going down time to exit, then kill whatever is left of its group."""

@@ -42,10 +42,11 @@ class HostBound:
     pids_parent: Path
     version: int
 
-    def enter(self, argv: Sequence[str], memory_bytes: int, tasks: int) -> list[str]:
-        """`argv`, run inside a new cgroup of at most `memory_bytes` (swap included) and `tasks` tasks."""
+    def enter(self, argv: Sequence[str], memory_bytes: int, tasks: int) -> tuple[list[str], Path]:
+        """`argv`, run inside a new cgroup of at most `memory_bytes` (swap included) and `tasks` tasks, and
+        the group's memory folder (where `oom_kills` reads what the bound killed)."""
         procs = self._new_group(memory_bytes, tasks)
-        return ["/bin/sh", "-c", _JOIN, "kernelblaster-cgroup", *map(str, procs), "--", *argv]
+        return ["/bin/sh", "-c", _JOIN, "kernelblaster-cgroup", *map(str, procs), "--", *argv], procs[0].parent
 
     def _new_group(self, memory_bytes: int, tasks: int) -> list[Path]:
         sweep_groups(self)
@@ -76,6 +77,19 @@ _made_lock = threading.Lock()
 
 def _write(path: Path, value: int) -> None:
     path.write_text(f"{value}\n")
+
+
+def oom_kills(memory_group: Path) -> int:
+    """How many of the group's tasks the kernel killed at its memory bound (0 where the kernel does not say)."""
+    for name in ("memory.events", "memory.oom_control"):  # cgroup v2, v1
+        try:
+            text = (memory_group / name).read_text()
+        except OSError:
+            continue
+        found = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
+        if found:
+            return int(found[1])
+    return 0
 
 
 def sweep_groups(bound: HostBound, after_s: float = SWEEP_AFTER_S) -> None:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernelblaster.tools.errors import UserFacingError
-from kernelblaster.tools.host_bound import HostBound, probe_host_bound
+from kernelblaster.tools.host_bound import HostBound, oom_kills, probe_host_bound
 
 BWRAP_ENV_VAR = "KERNELBLASTER_BWRAP"
 UNSAFE_FLAG = "--unsafe-no-sandbox"
@@ -109,6 +109,22 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     cwd: Path | None = None
+    bound: MemoryBound | None = None
+
+
+@dataclass(frozen=True)
+class MemoryBound:
+    """The host-memory bound a launched program runs under: its cgroup's memory folder, and the bound."""
+
+    group: Path
+    bytes: int
+
+    def killed_note(self) -> str:
+        """Why the program died, when the kernel killed it at this bound; else empty."""
+        if not oom_kills(self.group):
+            return ""
+        return (f"; it was killed at the sandbox's host-memory bound of {self.bytes / (1 << 30):.1f} GiB, "
+                "which counts its memory, pinned buffers, memfd files and System V segments")
 
 
 @dataclass(frozen=True)
@@ -130,9 +146,10 @@ class Sandbox:
         for name, value in environment.items():
             command += ["--setenv", name, value]
         command += ["--chdir", str(cwd or "/tmp"), "--", *argv]
-        if self.host_bound is not None:
-            command = self.host_bound.enter(command, self.memory_bytes, self.tasks)
-        return Launch(command, {"PATH": os.defpath})
+        if self.host_bound is None:
+            return Launch(command, {"PATH": os.defpath})
+        bounded, group = self.host_bound.enter(command, self.memory_bytes, self.tasks)
+        return Launch(bounded, {"PATH": os.defpath}, bound=MemoryBound(group, self.memory_bytes))
 
     def _mounts(self, view: SandboxView) -> list[str]:
         mounts = {"/tmp": ["--size", str(self.tmp_bytes), "--tmpfs", "/tmp"], **_device_mounts(view.gpu)}

@@ -50,6 +50,20 @@ def test_a_program_filling_a_memfd_past_its_memory_bound_is_killed(sandbox: Sand
     assert done.returncode == 137 and "held MiB" not in done.stdout, done
 
 
+def test_a_program_killed_at_its_memory_bound_is_said_to_be(sandbox: Sandbox) -> None:
+    bounded = replace(sandbox, host_bound=_bound(), memory_bytes=128 << 20)
+    launch = bounded.launch([PYTHON, "-c", FILL_MEMFD], SandboxView())
+    subprocess.run(launch.argv, env=launch.env, capture_output=True, timeout=120, check=False)
+    assert launch.bound is not None
+    assert "killed at the sandbox's host-memory bound of 0.1 GiB" in launch.bound.killed_note()
+
+
+def test_a_program_within_its_memory_bound_is_not_said_to_be_killed(sandbox: Sandbox) -> None:
+    launch = replace(sandbox, host_bound=_bound()).launch([PYTHON, "-c", "pass"], SandboxView())
+    subprocess.run(launch.argv, env=launch.env, capture_output=True, timeout=120, check=True)
+    assert launch.bound is not None and launch.bound.killed_note() == ""
+
+
 def test_without_a_bound_the_same_program_holds_all_it_asked_for(sandbox: Sandbox) -> None:
     done = _run(replace(sandbox, host_bound=None), FILL_MEMFD)
     assert done.returncode == 0 and "held MiB 400" in done.stdout, done
@@ -66,7 +80,8 @@ def test_a_sweep_leaves_only_groups_that_still_hold_a_task(sandbox: Sandbox) -> 
     # the machine's init does not reap orphans, bwrap's can stay so); it goes at a later sweep.
     _run(replace(sandbox, host_bound=_bound()), "pass")
     sweep_groups(_bound(), after_s=0.0)
-    assert all((group / "cgroup.procs").read_text().strip() for group in _groups(_bound()))
+    ours = [group for group in _groups(_bound()) if group.name.startswith(f"{GROUP_PREFIX}{os.getpid()}-")]
+    assert all((group / "cgroup.procs").read_text().strip() for group in ours)
 
 
 def test_a_fresh_group_of_this_process_is_kept_for_the_program_about_to_join_it(sandbox: Sandbox) -> None:

@@ -194,6 +194,7 @@ def test_a_driver_that_fills_unmapped_shared_memory_past_its_bound_is_killed(bui
     held = sum(int(mib) for mib in re.findall(r"HOSTILE held MiB in [^\n]* (\d+)", crashed.value.stderr_tail))
     # bwrap reports its child's death by SIGKILL (the cgroup's OOM kill) as status 128 + 9
     assert held <= bound_mib and crashed.value.exit_status == 128 + signal.SIGKILL, crashed.value
+    assert "killed at the sandbox's host-memory bound of 0.8 GiB" in str(crashed.value)
 
 
 @pytest.mark.xfail(os.getuid() == 0 and isinstance(HOST_BOUND, str), strict=True, reason="open where the harness "
