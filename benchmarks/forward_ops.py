@@ -5,8 +5,9 @@ not by the GPU, so the host's CPU and what else it runs move that time.
 Runs without a GPU: models and inputs are built on PyTorch's meta device (shapes only, nothing computed).
 `python benchmarks/forward_ops.py BASELINE_DIR KERNELBENCH [--problems 15,19]` reads the times (here and
 published) from a `bench baseline` folder, measured elsewhere, and the problems from a KernelBench checkout.
-An operator is an ATen call as dispatched on the meta device: on a GPU most launch one kernel, some several,
-and a recurrent layer (cuDNN's, one operator) many, so RNNs are marked and their counts are not launch counts.
+An operator is an ATen call as dispatched on the meta device: on a GPU most launch one kernel, views
+(`view`, `t`, `expand`) none and some several, and a recurrent layer (cuDNN's, one operator) many, so RNNs
+are marked and their counts are not launch counts.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelblaster.eval.problems import parse_ranges
 from kernelblaster.eval.results import DATABASE_NAME, BaselineRow, ResultsDB
-from kernelblaster.harness.problem import ProblemError, instantiate, load_problem
+from kernelblaster.harness.problem import instantiate, load_problem
+from kernelblaster.tools.errors import UserFacingError
 
 RECURRENT = (torch.nn.RNNBase,)
 
@@ -53,7 +55,7 @@ def _per_operator_us(ms: float | None, operators: int) -> str:
 def _row(baseline: BaselineRow, kernelbench: Path) -> str:
     try:
         operators, recurrent = forward_operators(kernelbench / f"level{baseline.level}" / Path(baseline.path).name)
-    except (ProblemError, RuntimeError, NotImplementedError) as error:
+    except Exception as error:  # a problem the meta device cannot run is a row saying so, not the table's end
         return f"| {baseline.problem_id} | - | - | - | - | not countable on meta: {str(error)[:60]} |"
     note = "recurrent: count is not launches" if recurrent else ""
     ratio = (f"{baseline.eager_ms / baseline.published_eager_ms:.2f}"
@@ -62,19 +64,25 @@ def _row(baseline: BaselineRow, kernelbench: Path) -> str:
             f"{_per_operator_us(baseline.published_eager_ms, operators)} | {note} |")
 
 
+def _number(row: BaselineRow) -> int:
+    return int(Path(row.path).name.split("_")[0])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("baseline_dir", type=Path, help="a `bench baseline` output folder (results.sqlite)")
     parser.add_argument("kernelbench", type=Path, help="a KernelBench checkout (its level1 ... level3 folders)")
-    parser.add_argument("--problems", help="problem numbers, as bench baseline takes them (15,19,30-42)")
+    parser.add_argument("--problems", help="problem numbers in every level the folder holds (15,19,30-42)")
     options = parser.parse_args()
-    wanted = set(parse_ranges(options.problems)) if options.problems else None
-    database = ResultsDB.open(options.baseline_dir / DATABASE_NAME)
-    rows = [row for row in database.baselines()
-            if wanted is None or int(Path(row.path).name.split("_")[0]) in wanted]
+    try:
+        wanted = set(parse_ranges(options.problems)) if options.problems else None
+        database = ResultsDB.open(options.baseline_dir / DATABASE_NAME)
+    except UserFacingError as error:
+        raise SystemExit(f"forward_ops.py: {error}") from None
+    rows = [row for row in database.baselines() if wanted is None or _number(row) in wanted]
     print("| problem | operators per forward | eager here / published | us per operator here | "
           "us per operator published | note |\n|---|---|---|---|---|---|")
-    for baseline in sorted(rows, key=lambda row: int(Path(row.path).name.split("_")[0])):
+    for baseline in sorted(rows, key=lambda row: (row.level, _number(row))):
         print(_row(baseline, options.kernelbench), flush=True)
 
 

@@ -109,11 +109,22 @@ def only_device(gpu: int) -> str:
     inherited = os.environ.get("CUDA_VISIBLE_DEVICES")
     if inherited is None:
         return str(gpu)
-    entries = [entry.strip() for entry in inherited.split(",") if entry.strip()]
+    entries = visible_entries(inherited)
     if gpu >= len(entries):
         raise UserFacingError(f"GPU {gpu} is not among the {len(entries)} devices CUDA_VISIBLE_DEVICES="
                               f"{inherited!r} shows this process (devices are numbered from 0 within it)")
     return entries[gpu]
+
+
+def visible_entries(value: str) -> list[str]:
+    """The devices a CUDA_VISIBLE_DEVICES value shows, read as CUDA reads it: up to the first empty or negative
+    entry, and none at all when one repeats."""
+    entries: list[str] = []
+    for entry in (part.strip() for part in value.split(",")):
+        if not entry or entry.startswith("-"):
+            break
+        entries.append(entry)
+    return entries if len(set(entries)) == len(entries) else []
 
 
 def _task_process(task: Task, job: BaseModel, services_factory: ServicesFactory, messages: Any, gpu: int,

@@ -1,12 +1,19 @@
-"""A cgroup around each sandboxed program, for what its own limits cannot count: host memory that no process
+"""Cgroups around the sandboxed programs, for what their own limits cannot count: host memory that no process
 maps (memfd files, System V segments: charged to the cgroup, counted in no resident size, so the OOM killer
-would pick the harness) and, where the harness runs as root, its number of tasks (the kernel exempts uid 0
-from RLIMIT_NPROC).
+would pick the harness) and, where the harness runs as root, tasks (the kernel exempts uid 0 from
+RLIMIT_NPROC).
 
-The harness makes one cgroup per sandboxed program below its own (cgroup v1's memory and pids hierarchies, or
-v2 where its cgroup delegates both controllers), and the program's first process joins it before it starts
-bwrap, so everything the program ever runs is inside. Where no cgroup can be made here (a read-only cgroupfs,
-no delegation), `probe_host_bound` says why and the sandbox runs without this bound, as it did before.
+Below the harness's own cgroup (cgroup v1's memory and pids hierarchies, or v2 where the harness's cgroup
+delegates both controllers), three levels:
+- `kernelblaster`, shared by every harness process of the host: all their programs together hold at most
+  half the machine's memory and `HOST_TASKS` tasks, so a suite's drivers on many GPUs cannot fill the host;
+- one group per program, with the program's own bounds;
+- its `run` child, which the program's first process (a shell) joins before it becomes bwrap. bwrap's cgroup
+  namespace is rooted there, so a program that mounts the cgroup file system sees `run`, which has no
+  bounds to lift, and never its parent's.
+Where no cgroup can be made here (a read-only cgroupfs, no delegation: on cgroup v2 the harness must run in
+a cgroup that delegates memory and pids to cgroups below it), `probe_host_bound` says why and the sandbox
+runs without this bound.
 """
 
 from __future__ import annotations
@@ -15,75 +22,96 @@ import atexit
 import contextlib
 import functools
 import itertools
-import os
 import re
-import threading
+import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-GROUP_PREFIX = "kernelblaster-"
-_GROUP = re.compile(rf"^{GROUP_PREFIX}(?P<pid>\d+)-\d+$")
-# A group this process made is removed once it is empty and this old: a younger one may belong to a program
-# another thread is about to start (a group no task has joined yet is empty too).
+HOST_GROUP = "kernelblaster"
+HOST_TASKS = 8192
+_TOKEN = secrets.token_hex(6)  # names this process's groups apart from other harnesses', in any PID namespace
+_PROGRAM = re.compile(r"^(?P<token>[0-9a-f]{12})-\d+$")
+# An empty program group is removed once it is this old: a younger one may belong to a program about to join
+# it (a group no task has joined yet is empty too), in this harness or another.
 SWEEP_AFTER_S = 60.0
 _CONTROLLERS = ("memory", "pids")
 # The joining shell writes its own PID to each cgroup.procs file before it becomes the program: nothing the
-# program starts can run outside the group. A group it cannot join stops the launch (exit status 125).
-_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+# program starts can run outside the group. A group it cannot join stops the launch, saying so.
+_JOIN = ('while [ "$1" != -- ]; do echo $$ > "$1" || { echo "kernelblaster-sandbox: could not join the '
+         'cgroup $1" >&2; exit 125; }; shift; done; shift; exec "$@"')
 
 
 @dataclass(frozen=True)
 class HostBound:
-    """Where this process makes its programs' cgroups: a folder per controller hierarchy (one on cgroup v2)."""
+    """Where this process makes its programs' cgroups: a folder per controller hierarchy (one on cgroup v2,
+    or where v1 mounts both controllers together), and the host-wide memory bound of them all."""
 
     memory_parent: Path
     pids_parent: Path
     version: int
+    host_memory_bytes: int
 
     def enter(self, argv: Sequence[str], memory_bytes: int, tasks: int) -> tuple[list[str], Path]:
         """`argv`, run inside a new cgroup of at most `memory_bytes` (swap included) and `tasks` tasks, and
         the group's memory folder (where `oom_kills` reads what the bound killed)."""
-        procs = self._new_group(memory_bytes, tasks)
-        return ["/bin/sh", "-c", _JOIN, "kernelblaster-cgroup", *map(str, procs), "--", *argv], procs[0].parent
+        groups = self._new_group(memory_bytes, tasks)
+        procs = [group / "run" / "cgroup.procs" for group in groups]
+        return ["/bin/sh", "-c", _JOIN, "kernelblaster-cgroup", *map(str, procs), "--", *argv], groups[0]
+
+    def parents(self) -> list[Path]:
+        return list(dict.fromkeys((self.memory_parent, self.pids_parent)))
 
     def _new_group(self, memory_bytes: int, tasks: int) -> list[Path]:
+        """The program's group in each hierarchy (the memory one first), with its `run` child."""
         sweep_groups(self)
-        name = f"{GROUP_PREFIX}{os.getpid()}-{next(_serial)}"
-        with _made_lock:
-            _made[name] = time.monotonic()
+        name = f"{_TOKEN}-{next(_serial)}"
+        groups = []
+        for parent in self.parents():
+            host = parent / HOST_GROUP
+            group = host / name
+            self._make(host, parent, self.host_memory_bytes, HOST_TASKS)
+            self._make(group, parent, memory_bytes, tasks)
+            (group / "run").mkdir()
+            groups.append(group)
+        return groups
+
+    def _make(self, group: Path, parent: Path, memory_bytes: int, tasks: int) -> None:
+        """`group` (kept if it exists), bounded in the controllers `parent`'s hierarchy has."""
+        group.mkdir(exist_ok=True)
         if self.version == 2:
-            group = self.memory_parent / name
-            group.mkdir()
+            # v2 lets a group's children be bounded only in the controllers the group hands down.
+            _write(group / "cgroup.subtree_control", "+memory +pids")
             _write(group / "memory.max", memory_bytes)
-            _write(group / "memory.swap.max", 0)
+            _write_if_present(group / "memory.swap.max", 0)  # swapped-out memfd pages would escape the bound
             _write(group / "pids.max", tasks)
-            return [group / "cgroup.procs"]
-        memory, pids = self.memory_parent / name, self.pids_parent / name
-        memory.mkdir()
-        pids.mkdir()
-        _write(memory / "memory.limit_in_bytes", memory_bytes)
-        if (memory / "memory.memsw.limit_in_bytes").exists():  # with swap accounting, swapped-out pages count too
-            _write(memory / "memory.memsw.limit_in_bytes", memory_bytes)
-        _write(pids / "pids.max", tasks)
-        return [memory / "cgroup.procs", pids / "cgroup.procs"]
+            return
+        if parent == self.memory_parent:
+            _write(group / "memory.limit_in_bytes", memory_bytes)
+            _write_if_present(group / "memory.memsw.limit_in_bytes", memory_bytes)  # with swap accounting
+        if parent == self.pids_parent:
+            _write(group / "pids.max", tasks)
 
 
 _serial = itertools.count()
-_made: dict[str, float] = {}  # this process's groups: when each was made
-_made_lock = threading.Lock()
 
 
-def _write(path: Path, value: int) -> None:
+def _write(path: Path, value: int | str) -> None:
     path.write_text(f"{value}\n")
 
 
+def _write_if_present(path: Path, value: int) -> None:
+    if path.exists():
+        _write(path, value)
+
+
 def oom_kills(memory_group: Path) -> int:
-    """How many of the group's tasks the kernel killed at its memory bound (0 where the kernel does not say)."""
+    """How many of the program's tasks the kernel killed at a memory bound (0 where the kernel does not say).
+    They ran in `run`, whose own count is the one cgroup v1 keeps."""
     for name in ("memory.events", "memory.oom_control"):  # cgroup v2, v1
         try:
-            text = (memory_group / name).read_text()
+            text = (memory_group / "run" / name).read_text()
         except OSError:
             continue
         found = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
@@ -92,47 +120,34 @@ def oom_kills(memory_group: Path) -> int:
     return 0
 
 
-def sweep_groups(bound: HostBound, after_s: float = SWEEP_AFTER_S) -> None:
-    """Remove the programs' cgroups that hold no task any more: this process's older than `after_s`, and all
-    of harnesses that died without removing theirs. Another live harness's are its own to remove; a cgroup
-    with a task in it cannot be removed, and stays."""
-    now = time.monotonic()
-    for parent in dict.fromkeys((bound.memory_parent, bound.pids_parent)):
-        for group in parent.glob(f"{GROUP_PREFIX}*"):
-            found = _GROUP.match(group.name)
-            if found is None:
-                continue
-            pid = int(found["pid"])
-            if pid == os.getpid() and now - _made.get(group.name, 0.0) < after_s:
-                continue
-            if pid != os.getpid() and _alive(pid):
+def sweep_groups(bound: HostBound, after_s: float = SWEEP_AFTER_S, only_own: bool = False) -> None:
+    """Remove the program groups that hold no task any more and are older than `after_s` (this harness's and
+    those of harnesses that died without removing theirs); a group with a task in it cannot be removed, and
+    stays. `only_own`: this harness's alone (at its exit, when another's young group may be about to start)."""
+    now = time.time()
+    for parent in bound.parents():
+        for group in (parent / HOST_GROUP).glob("*-*"):
+            found = _PROGRAM.match(group.name)
+            if found is None or (only_own and found["token"] != _TOKEN):
                 continue
             with contextlib.suppress(OSError):
-                group.rmdir()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+                if now - group.stat().st_mtime >= after_s:
+                    (group / "run").rmdir()
+                    group.rmdir()
 
 
 @functools.cache
-def probe_host_bound() -> HostBound | str:
+def probe_host_bound(host_memory_bytes: int) -> HostBound | str:
     """Where this process can bound its programs' memory and tasks, or why it cannot (checked once)."""
     found = _v1_parents() or _v2_parent()
     if isinstance(found, str):
         return found
+    bound = HostBound(*found, host_memory_bytes=host_memory_bytes)
     try:
-        HostBound(*found)._new_group(64 << 20, 8)
+        bound._new_group(64 << 20, 8)
     except OSError as error:
         return f"no cgroup can be made below {found[0]} ({error.strerror or error})"
-    bound = HostBound(*found)
-    atexit.register(sweep_groups, bound, 0.0)
+    atexit.register(sweep_groups, bound, 0.0, True)
     return bound
 
 
@@ -184,5 +199,6 @@ def _v2_parent() -> tuple[Path, Path, int] | str:
     delegated = set((folder / "cgroup.subtree_control").read_text().split())
     if not set(_CONTROLLERS) <= delegated:
         return (f"the harness's cgroup ({folder}) does not delegate the memory and pids controllers to cgroups "
-                f"below it (cgroup.subtree_control: {' '.join(sorted(delegated)) or 'none'})")
+                f"below it (cgroup.subtree_control: {' '.join(sorted(delegated)) or 'none'}); run it in one "
+                "that does")
     return folder, folder, 2

@@ -15,8 +15,9 @@ Built on bubblewrap (`bwrap`: $KERNELBLASTER_BWRAP, else `bwrap` on PATH, else t
 - death with its parent: when the harness (or the thread that started it) dies, everything inside dies.
 bwrap has no resource limits of its own, so the program started inside applies them: `prlimit`
 (util-linux) in front of nvcc, the driver's launcher (harness/driver/kb_launcher.c) for the driver. What those
-cannot count (memory no process maps, tasks of root) a cgroup bounds where one can be made
-(tools/host_bound.py): the whole program, bwrap included, at most `memory_bytes` and `tasks`. The ban
+cannot count (memory no process maps, tasks of root) cgroups bound where they can be made
+(tools/host_bound.py): the whole program, bwrap included, at most `memory_bytes` and `tasks`, and all such
+programs of the host together at most half its memory. The ban
 on running programs is the launcher's too: a filter bwrap installed would also stop bwrap's own exec of the
 driver (and ncu's), so the launcher installs it last, then loads the candidate's code without an exec.
 Where the sandbox cannot start, candidates are refused (`require_sandbox`) unless the user passes
@@ -135,6 +136,7 @@ class Sandbox:
     tmp_bytes: int = TMP_BYTES
     shm_bytes: int = SHM_BYTES
     host_bound: HostBound | None = None
+    host_bound_reason: str = ""  # why there is no host bound, where there is none
     memory_bytes: int = field(default_factory=memory_share)
     tasks: int = SANDBOX_TASKS
 
@@ -269,10 +271,11 @@ def probe_sandbox() -> Sandbox | str:
     failed = _fails_to_start(sandbox)
     if failed is not None:
         return failed
-    bound = probe_host_bound()
-    if isinstance(bound, HostBound) and _fails_to_start(bounded := replace(sandbox, host_bound=bound)) is None:
-        return bounded
-    return sandbox
+    bound = probe_host_bound(memory_share())
+    if isinstance(bound, str):
+        return replace(sandbox, host_bound_reason=bound)
+    failed = _fails_to_start(bounded := replace(sandbox, host_bound=bound))
+    return bounded if failed is None else replace(sandbox, host_bound_reason=f"a bounded sandbox fails: {failed}")
 
 
 def _fails_to_start(sandbox: Sandbox) -> str | None:

@@ -7,15 +7,17 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from kernelblaster.tools.host_bound import GROUP_PREFIX, HostBound, probe_host_bound, sweep_groups
-from kernelblaster.tools.sandbox import Sandbox, SandboxView
+from kernelblaster.tools.host_bound import HOST_GROUP, HostBound, sweep_groups
+from kernelblaster.tools.sandbox import Sandbox, SandboxView, probe_sandbox
 
-BOUND = probe_host_bound()
-pytestmark = pytest.mark.skipif(isinstance(BOUND, str), reason=f"no cgroup can be made here: {BOUND}")
+PROBED = probe_sandbox()
+BOUND = None if isinstance(PROBED, str) else PROBED.host_bound
+WHY_NOT = PROBED if isinstance(PROBED, str) else PROBED.host_bound_reason
+pytestmark = pytest.mark.skipif(BOUND is None, reason=f"no cgroup bound here: {WHY_NOT}")
+PAGE = 4096  # the kernel keeps a memory bound in whole pages
 PYTHON = "/usr/bin/python3"  # the system's, which every sandbox sees
 FILL_MEMFD = """import os
 fd = os.memfd_create("fill")
@@ -23,6 +25,20 @@ for mib in range(1, 401):
     os.write(fd, b"x" * (1 << 20))
 print("held MiB", mib, flush=True)
 """
+LIFT_BOUNDS_THEN_FILL = """import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.unshare(0x10000000 | 0x20000 | 0x02000000)  # CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWCGROUP
+os.makedirs("/tmp/cg", exist_ok=True)
+v1 = libc.mount(b"none", b"/tmp/cg", b"cgroup", 0, b"memory") == 0
+if v1 or libc.mount(b"none", b"/tmp/cg", b"cgroup2", 0, None) == 0:
+    print("mounted", flush=True)
+    for name, value in (("memory.memsw.limit_in_bytes", "-1"), ("memory.limit_in_bytes", "-1"),
+                        ("memory.max", "max")):
+        try:
+            open("/tmp/cg/" + name, "w").write(value)
+        except OSError:
+            pass
+""" + FILL_MEMFD
 START_THREADS = """import threading, time
 started = 0
 for _ in range(200):
@@ -75,39 +91,42 @@ def test_a_program_starts_fewer_tasks_than_its_bound_whatever_its_uid(sandbox: S
     assert 0 < started < 32, done
 
 
-def test_a_sweep_leaves_only_groups_that_still_hold_a_task(sandbox: Sandbox) -> None:
+def test_a_sweep_removes_this_harnesss_finished_groups_or_leaves_them_holding_a_task(sandbox: Sandbox) -> None:
     # A finished program's group holds a task as long as its last process is a zombie nobody reaped (where
     # the machine's init does not reap orphans, bwrap's can stay so); it goes at a later sweep.
-    _run(replace(sandbox, host_bound=_bound()), "pass")
-    sweep_groups(_bound(), after_s=0.0)
-    ours = [group for group in _groups(_bound()) if group.name.startswith(f"{GROUP_PREFIX}{os.getpid()}-")]
-    assert all((group / "cgroup.procs").read_text().strip() for group in ours)
+    launch = replace(sandbox, host_bound=_bound()).launch([PYTHON, "-c", "pass"], SandboxView())
+    subprocess.run(launch.argv, env=launch.env, check=True, timeout=60)
+    assert launch.bound is not None
+    sweep_groups(_bound(), after_s=0.0, only_own=True)
+    assert not launch.bound.group.exists() or (launch.bound.group / "run" / "cgroup.procs").read_text().strip()
 
 
-def test_a_fresh_group_of_this_process_is_kept_for_the_program_about_to_join_it(sandbox: Sandbox) -> None:
+def test_a_young_empty_group_is_kept_for_the_program_about_to_join_it(sandbox: Sandbox) -> None:
     launch = replace(sandbox, host_bound=_bound()).launch(["true"], SandboxView())
-    joining = [Path(arg) for arg in launch.argv if arg.endswith("cgroup.procs")]
     sweep_groups(_bound())
-    assert joining and all(path.parent.is_dir() for path in joining)
+    assert launch.bound is not None and (launch.bound.group / "run").is_dir()
     subprocess.run(launch.argv, env=launch.env, check=True, timeout=60)
 
 
-def test_groups_left_by_a_harness_that_died_are_swept() -> None:
-    left = _bound().memory_parent / f"{GROUP_PREFIX}999999999-0"
-    left.mkdir()
+def test_an_old_empty_group_of_any_harness_is_swept() -> None:
+    left = _bound().memory_parent / HOST_GROUP / "0123456789ab-0"
+    (left / "run").mkdir(parents=True)
+    os.utime(left, (0, 0))
     sweep_groups(_bound())
     assert not left.exists()
 
 
-def test_an_empty_group_of_another_live_harness_is_left_to_it() -> None:
-    theirs = _bound().memory_parent / f"{GROUP_PREFIX}{os.getppid()}-0"
-    theirs.mkdir()
-    try:
-        sweep_groups(_bound(), after_s=0.0)
-        assert theirs.is_dir()
-    finally:
-        theirs.rmdir()
+def test_a_program_that_mounts_the_cgroup_file_system_and_lifts_the_bounds_it_sees_is_still_bounded(
+        sandbox: Sandbox) -> None:
+    # A new user, mount and cgroup namespace let it mount the hierarchy; bwrap rooted its cgroup namespace at
+    # `run`, which has no bound to lift, so what it writes there changes nothing.
+    done = _run(replace(sandbox, host_bound=_bound(), memory_bytes=128 << 20), LIFT_BOUNDS_THEN_FILL)
+    assert "mounted" in done.stdout and done.returncode == 137 and "held MiB" not in done.stdout, done
 
 
-def _groups(bound: HostBound) -> list[Path]:
-    return [group for group in bound.memory_parent.iterdir() if group.name.startswith(GROUP_PREFIX)]
+def test_every_program_of_the_host_shares_one_memory_bound_of_half_the_machine(sandbox: Sandbox) -> None:
+    host = _bound().memory_parent / HOST_GROUP
+    limit = host / ("memory.max" if _bound().version == 2 else "memory.limit_in_bytes")
+    assert int(limit.read_text()) == _bound().host_memory_bytes // PAGE * PAGE
+
+

@@ -7,7 +7,7 @@ import os
 import pytest
 from pydantic import BaseModel
 
-from kernelblaster.eval.local_launcher import Finished, LocalLauncher, only_device
+from kernelblaster.eval.local_launcher import Finished, LocalLauncher, only_device, visible_entries
 from kernelblaster.tools.errors import UserFacingError
 
 
@@ -32,6 +32,12 @@ def test_under_an_inherited_list_a_task_sees_that_lists_entry_for_its_gpu(monkey
 def test_device_uuids_in_the_inherited_list_are_passed_on_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-40f16c09-fe75,GPU-b8d02ea2-3ea7")
     assert only_device(1) == "GPU-b8d02ea2-3ea7"
+
+
+@pytest.mark.parametrize(("value", "shown"), [("0,,1", ["0"]), ("0,1,-1,2", ["0", "1"]), ("0,0,1", []),
+                                              ("", []), (" 3 , 5", ["3", "5"])])
+def test_an_inherited_list_is_read_as_cuda_reads_it(value: str, shown: list[str]) -> None:
+    assert visible_entries(value) == shown
 
 
 def test_a_gpu_beyond_the_inherited_list_is_refused_naming_the_list(monkeypatch: pytest.MonkeyPatch) -> None:
