@@ -1,7 +1,8 @@
 """Time the PyTorch baselines of a problem, eager and `torch.compile`, by the harness's timing method.
 
 Results are cached per (problem source, GPU, precision policy, torch version): the baseline of a problem
-does not change while an optimisation run evaluates hundreds of candidates against it.
+does not change while an optimisation run evaluates hundreds of candidates against it. A cached figure is
+checked against a quick timing when it is read, once per evaluator.
 """
 
 from __future__ import annotations
@@ -16,15 +17,39 @@ import torch
 from kernelblaster.harness.precision import PrecisionPolicy, torch_precision
 from kernelblaster.harness.problem import Problem, instantiate, make_inputs
 from kernelblaster.harness.result import BaselineTiming
-from kernelblaster.harness.timing import time_torch_calls
-from kernelblaster.tools.files import cached_measurement
+from kernelblaster.harness.timing import IterationPlan, time_torch_calls
+from kernelblaster.tools.files import cached_measurement, read_measurement
+
+# A cached eager time this much above a quick timing now is measured again. At c761bb5 fifty level-2 figures
+# measured on shared GPUs came out up to 2x slow and were served from the cache after.
+STALE_MARGIN = 1.10
+QUICK_PLAN = IterationPlan(warmup=3, iterations=10)
 
 
 def baseline_for(problem: Problem, device: int, policy: PrecisionPolicy, rotating_sets: int,
                  cache_dir: Path, with_compile: bool = True, remeasure: bool = False) -> BaselineTiming:
-    return cached_measurement(_cache_path(problem, device, policy, with_compile, cache_dir), BaselineTiming,
+    """The problem's baselines from the cache, unless `remeasure` or the cached eager time is slower than a
+    quick timing now (it came from a busy GPU, and would flatter every kernel compared with it): then timed."""
+    path = _cache_path(problem, device, policy, with_compile, cache_dir)
+    cached = None if remeasure else read_measurement(path, BaselineTiming)
+    if cached is not None and not stale(cached.eager.median_ms, quick_eager_ms(problem, device, policy)):
+        return cached
+    return cached_measurement(path, BaselineTiming,
                               lambda: measure_baseline(problem, device, policy, rotating_sets, with_compile),
-                              remeasure=remeasure)
+                              remeasure=True)
+
+
+def stale(cached_ms: float, now_ms: float) -> bool:
+    """A cached eager time more than `STALE_MARGIN` above the time now. The other way round (faster in the
+    cache) is kept: a GPU busy now would make a new figure wrong instead."""
+    return cached_ms > now_ms * STALE_MARGIN
+
+
+def quick_eager_ms(problem: Problem, device: int, policy: PrecisionPolicy) -> float:
+    """The median of a few eager calls on one input set, L2 flushed before each, as the full timing does."""
+    instance = instantiate(problem, 0, f"cuda:{device}")
+    with torch_precision(policy):
+        return time_torch_calls([functools.partial(instance.model, *instance.args)], device, QUICK_PLAN).median_ms
 
 
 def measure_baseline(problem: Problem, device: int, policy: PrecisionPolicy, rotating_sets: int,

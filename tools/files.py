@@ -105,16 +105,22 @@ def write_atomically(path: Path, data: bytes) -> None:
     _fsync_directory(target.parent)
 
 
+def read_measurement(path: Path, model: type[Measured]) -> Measured | None:
+    """The measurement cached at `path`; None where there is none or it is damaged or stale."""
+    try:
+        return model.model_validate_json(path.read_bytes())
+    except (FileNotFoundError, ValidationError):
+        return None
+
+
 def cached_measurement(path: Path, model: type[Measured], measure: Callable[[], Measured], *,
                        remeasure: bool = False) -> Measured:
     """The measurement cached at `path`, or a new one from `measure`, then cached there. A damaged or stale
     entry is measured again, and so is any with `remeasure`; the write is atomic because a suite's workers share
     the cache."""
-    if not remeasure:
-        try:
-            return model.model_validate_json(path.read_bytes())
-        except (FileNotFoundError, ValidationError):
-            pass
+    cached = None if remeasure else read_measurement(path, model)
+    if cached is not None:
+        return cached
     measured = measure()
     write_atomically(path, measured.model_dump_json(indent=2).encode())
     return measured
