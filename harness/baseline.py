@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from kernelblaster.harness.precision import PrecisionPolicy, torch_precision
-from kernelblaster.harness.problem import Problem, instantiate, make_inputs
+from kernelblaster.harness.problem import Problem, ProblemInstance, instantiate, make_inputs
 from kernelblaster.harness.result import BaselineTiming
 from kernelblaster.harness.timing import IterationPlan, time_torch_calls
 from kernelblaster.tools.files import cached_measurement, read_measurement
@@ -28,26 +28,30 @@ QUICK_PLAN = IterationPlan(warmup=3, iterations=10)
 
 def baseline_for(problem: Problem, device: int, policy: PrecisionPolicy, rotating_sets: int,
                  cache_dir: Path, with_compile: bool = True, remeasure: bool = False) -> BaselineTiming:
-    """The problem's baselines from the cache, unless `remeasure` or the cached eager time is slower than a
-    quick timing now (it came from a busy GPU, and would flatter every kernel compared with it): then timed."""
+    """The problem's baselines from the cache, unless `remeasure` or the quick timing taken with the cached
+    figure is slower than one now (it came from a busy GPU, and would flatter every kernel compared with it):
+    then timed. Only eager is checked; torch.compile's figure was taken in the same conditions."""
     path = _cache_path(problem, device, policy, with_compile, cache_dir)
     cached = None if remeasure else read_measurement(path, BaselineTiming)
-    if cached is not None and not stale(cached.eager.median_ms, quick_eager_ms(problem, device, policy)):
-        return cached
+    if cached is not None:
+        then_ms = cached.quick_eager_ms or cached.eager.median_ms  # entries cached before the quick figure
+        if not stale(then_ms, quick_eager_ms(problem, device, policy)):
+            return cached
     return cached_measurement(path, BaselineTiming,
                               lambda: measure_baseline(problem, device, policy, rotating_sets, with_compile),
                               remeasure=True)
 
 
-def stale(cached_ms: float, now_ms: float) -> bool:
-    """A cached eager time more than `STALE_MARGIN` above the time now. The other way round (faster in the
-    cache) is kept: a GPU busy now would make a new figure wrong instead."""
-    return cached_ms > now_ms * STALE_MARGIN
+def stale(then_ms: float, now_ms: float) -> bool:
+    """A quick eager time then more than `STALE_MARGIN` above the same timing now. The other way round (faster
+    then) is kept: a GPU busy now would make a new figure wrong instead."""
+    return then_ms > now_ms * STALE_MARGIN
 
 
-def quick_eager_ms(problem: Problem, device: int, policy: PrecisionPolicy) -> float:
-    """The median of a few eager calls on one input set, L2 flushed before each, as the full timing does."""
-    instance = instantiate(problem, 0, f"cuda:{device}")
+def quick_eager_ms(problem: Problem, device: int, policy: PrecisionPolicy,
+                   instance: ProblemInstance | None = None) -> float:
+    """The median of a few eager calls on input set 0, L2 flushed before each, as the full timing does."""
+    instance = instance or instantiate(problem, 0, f"cuda:{device}")
     with torch_precision(policy):
         return time_torch_calls([functools.partial(instance.model, *instance.args)], device, QUICK_PLAN).median_ms
 
@@ -73,7 +77,8 @@ def measure_baseline(problem: Problem, device: int, policy: PrecisionPolicy, rot
             except Exception as failure:  # torch.compile failing on a model is a fact to report, not a crash
                 error = f"{type(failure).__name__}: {str(failure).splitlines()[0] if str(failure) else ''}"
     return BaselineTiming(eager=eager, compiled=compiled, compile_error=error, precision=policy,
-                          rotating_sets=rotating_sets)
+                          rotating_sets=rotating_sets,
+                          quick_eager_ms=quick_eager_ms(problem, device, policy, model_instance))
 
 
 def _cache_path(problem: Problem, device: int, policy: str, with_compile: bool, cache_dir: Path) -> Path:

@@ -85,6 +85,9 @@ class BaselineTiming(BaseModel):
     compile_error: str | None = Field(default=None, description="Why torch.compile failed, if it did")
     precision: str = Field(description="The precision policy PyTorch ran under (its backend flags)")
     rotating_sets: int = Field(description="Input sets the timed calls rotated over")
+    quick_eager_ms: float | None = Field(default=None, description="A quick eager timing (a few calls on one "
+                                         "input set) taken with this one: what a later quick timing is held to "
+                                         "before the cached figure is served")
 
     @property
     def best_ms(self) -> float:

@@ -70,16 +70,18 @@ class HostBound:
         groups = []
         for parent in self.parents():
             host = parent / HOST_GROUP
+            with contextlib.suppress(FileExistsError):  # made once, by the first harness here, and kept
+                host.mkdir()
+                self._bound(host, parent, self.host_memory_bytes, HOST_TASKS)
             group = host / name
-            self._make(host, parent, self.host_memory_bytes, HOST_TASKS)
-            self._make(group, parent, memory_bytes, tasks)
+            group.mkdir()
+            self._bound(group, parent, memory_bytes, tasks)
             (group / "run").mkdir()
             groups.append(group)
         return groups
 
-    def _make(self, group: Path, parent: Path, memory_bytes: int, tasks: int) -> None:
-        """`group` (kept if it exists), bounded in the controllers `parent`'s hierarchy has."""
-        group.mkdir(exist_ok=True)
+    def _bound(self, group: Path, parent: Path, memory_bytes: int, tasks: int) -> None:
+        """Bound a new `group` in the controllers `parent`'s hierarchy has."""
         if self.version == 2:
             # v2 lets a group's children be bounded only in the controllers the group hands down.
             _write(group / "cgroup.subtree_control", "+memory +pids")
@@ -88,6 +90,8 @@ class HostBound:
             _write(group / "pids.max", tasks)
             return
         if parent == self.memory_parent:
+            # Before Linux 5.11 a group counted its children's memory only with this (settable while childless).
+            _write_if_present(group / "memory.use_hierarchy", 1)
             _write(group / "memory.limit_in_bytes", memory_bytes)
             _write_if_present(group / "memory.memsw.limit_in_bytes", memory_bytes)  # with swap accounting
         if parent == self.pids_parent:
@@ -108,16 +112,18 @@ def _write_if_present(path: Path, value: int) -> None:
 
 def oom_kills(memory_group: Path) -> int:
     """How many of the program's tasks the kernel killed at a memory bound (0 where the kernel does not say).
-    They ran in `run`, whose own count is the one cgroup v1 keeps."""
-    for name in ("memory.events", "memory.oom_control"):  # cgroup v2, v1
-        try:
-            text = (memory_group / "run" / name).read_text()
-        except OSError:
-            continue
-        found = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
-        if found:
-            return int(found[1])
-    return 0
+    They ran in `run` or below it, and cgroup v1 counts a kill only in the victim's own group."""
+    run = memory_group / "run"
+    counts = (re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
+              for text in map(_read_or_empty, [*run.rglob("memory.oom_control"), run / "memory.events"]))
+    return sum(int(found[1]) for found in counts if found)
+
+
+def _read_or_empty(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def sweep_groups(bound: HostBound, after_s: float = SWEEP_AFTER_S, only_own: bool = False) -> None:
@@ -132,8 +138,15 @@ def sweep_groups(bound: HostBound, after_s: float = SWEEP_AFTER_S, only_own: boo
                 continue
             with contextlib.suppress(OSError):
                 if now - group.stat().st_mtime >= after_s:
-                    (group / "run").rmdir()
-                    group.rmdir()
+                    _remove_tree(group)
+
+
+def _remove_tree(group: Path) -> None:
+    """Remove `group` and the groups below it (a program may have made some), deepest first; OSError where
+    one still holds a task."""
+    for child in (entry for entry in group.iterdir() if entry.is_dir()):
+        _remove_tree(child)
+    group.rmdir()
 
 
 @functools.cache
@@ -144,9 +157,11 @@ def probe_host_bound(host_memory_bytes: int) -> HostBound | str:
         return found
     bound = HostBound(*found, host_memory_bytes=host_memory_bytes)
     try:
-        bound._new_group(64 << 20, 8)
+        run = bound._new_group(64 << 20, 8)[0] / "run"
     except OSError as error:
         return f"no cgroup can be made below {found[0]} ({error.strerror or error})"
+    if _read_or_empty(run / "memory.use_hierarchy").strip() == "0":
+        return f"memory cgroups below {found[0]} do not count their children's memory (memory.use_hierarchy 0)"
     atexit.register(sweep_groups, bound, 0.0, True)
     return bound
 

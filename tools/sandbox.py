@@ -62,7 +62,7 @@ _SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/alternatives")
 _PASSED_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH")
 _NVIDIA_LIBRARY = re.compile(r"^lib(?:cuda|nvidia-[\w-]+)\.so")
 # Namespaces the driver could create in turn are kept from it by the launcher's filter (unshare, setns,
-# clone of a process), so bwrap's nested user namespace for --disable-userns is not needed.
+# clone of a process); other programs get bwrap's --disable-userns (`Sandbox.launch`).
 _NAMESPACES = ("--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
                "--unshare-cgroup-try")
 _CONFINEMENT = ("--die-with-parent", "--new-session", "--cap-drop", "ALL")
@@ -144,7 +144,11 @@ class Sandbox:
                env: Mapping[str, str] | None = None) -> Launch:
         """`argv` run inside a sandbox that sees `view`, in `cwd`, with the emptied environment plus `env`."""
         environment = sandbox_environment(env)
-        command = [str(self.bwrap), *_NAMESPACES, *_CONFINEMENT, *self._mounts(view), "--clearenv"]
+        # A GPU program is the driver's launcher, whose filter refuses new namespaces; anything else (nvcc) has
+        # no filter, so bwrap stops it making a user namespace, without which it cannot mount a cgroup
+        # hierarchy and write the groups of the harness's own cgroups that its namespace shows.
+        no_userns = () if view.gpu else ("--disable-userns",)
+        command = [str(self.bwrap), *_NAMESPACES, *no_userns, *_CONFINEMENT, *self._mounts(view), "--clearenv"]
         for name, value in environment.items():
             command += ["--setenv", name, value]
         command += ["--chdir", str(cwd or "/tmp"), "--", *argv]

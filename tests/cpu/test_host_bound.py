@@ -51,8 +51,8 @@ print("threads", started, flush=True)
 """
 
 
-def _run(sandbox: Sandbox, code: str) -> subprocess.CompletedProcess[str]:
-    launch = sandbox.launch([PYTHON, "-c", code], SandboxView())
+def _run(sandbox: Sandbox, code: str, gpu: bool = False) -> subprocess.CompletedProcess[str]:
+    launch = sandbox.launch([PYTHON, "-c", code], SandboxView(gpu=gpu))
     return subprocess.run(launch.argv, env=launch.env, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -116,12 +116,38 @@ def test_an_old_empty_group_of_any_harness_is_swept() -> None:
     assert not left.exists()
 
 
-def test_a_program_that_mounts_the_cgroup_file_system_and_lifts_the_bounds_it_sees_is_still_bounded(
+def test_a_gpu_program_that_mounts_the_cgroup_file_system_and_lifts_the_bounds_it_sees_is_still_bounded(
         sandbox: Sandbox) -> None:
-    # A new user, mount and cgroup namespace let it mount the hierarchy; bwrap rooted its cgroup namespace at
+    # A GPU program may make namespaces as far as bwrap goes (the driver's launcher refuses them itself): with
+    # a new user, mount and cgroup namespace it mounts the hierarchy, but bwrap rooted its cgroup namespace at
     # `run`, which has no bound to lift, so what it writes there changes nothing.
-    done = _run(replace(sandbox, host_bound=_bound(), memory_bytes=128 << 20), LIFT_BOUNDS_THEN_FILL)
+    done = _run(replace(sandbox, host_bound=_bound(), memory_bytes=128 << 20), LIFT_BOUNDS_THEN_FILL, gpu=True)
     assert "mounted" in done.stdout and done.returncode == 137 and "held MiB" not in done.stdout, done
+
+
+def test_any_other_program_cannot_make_the_user_namespace_that_mounting_needs(sandbox: Sandbox) -> None:
+    done = _run(replace(sandbox, host_bound=_bound()), LIFT_BOUNDS_THEN_FILL)
+    assert "mounted" not in done.stdout and "held MiB 400" in done.stdout, done
+
+
+def test_groups_a_program_made_below_its_own_are_swept_with_it(sandbox: Sandbox) -> None:
+    launch = replace(sandbox, host_bound=_bound()).launch(["true"], SandboxView())
+    assert launch.bound is not None
+    (launch.bound.group / "run" / "made" / "by" / "it").mkdir(parents=True)
+    os.utime(launch.bound.group, (0, 0))
+    sweep_groups(_bound())
+    assert not launch.bound.group.exists()
+
+
+def test_a_harness_of_another_memory_size_leaves_the_shared_bound_as_the_first_one_set_it(
+        sandbox: Sandbox) -> None:
+    host = _bound().memory_parent / HOST_GROUP
+    limit = host / ("memory.max" if _bound().version == 2 else "memory.limit_in_bytes")
+    before = limit.read_text()
+    other = replace(_bound(), host_memory_bytes=_bound().host_memory_bytes // 3)
+    launch = replace(sandbox, host_bound=other).launch(["true"], SandboxView())
+    subprocess.run(launch.argv, env=launch.env, check=True, timeout=60)
+    assert limit.read_text() == before
 
 
 def test_every_program_of_the_host_shares_one_memory_bound_of_half_the_machine(sandbox: Sandbox) -> None:

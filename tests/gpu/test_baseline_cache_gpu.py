@@ -24,11 +24,14 @@ def _cached_file(cache_dir: Path) -> Path:
 
 
 def _doctor(tmp_path: Path, factor: float, samples: int) -> None:
-    """Rewrite the cached eager figure as `factor` times the measured one, marked by its sample count."""
+    """Rewrite the cached eager figures (the full and the quick one) as `factor` times the measured ones, marked
+    by the sample count."""
     path = _cached_file(tmp_path)
     cached = BaselineTiming.model_validate_json(path.read_text())
+    assert cached.quick_eager_ms is not None
     eager = cached.eager.model_copy(update={"median_ms": cached.eager.median_ms * factor, "samples": samples})
-    path.write_text(cached.model_copy(update={"eager": eager}).model_dump_json())
+    path.write_text(cached.model_copy(update={"eager": eager, "quick_eager_ms": cached.quick_eager_ms * factor})
+                    .model_dump_json())
 
 
 def test_a_cached_baseline_far_slower_than_the_gpu_now_is_timed_again_and_replaced(tmp_path: Path) -> None:
