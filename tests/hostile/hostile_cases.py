@@ -106,10 +106,9 @@ def _refused(name: str, *rules: str) -> HostileCase:
 
 
 def _contained(name: str, rules: tuple[str, ...], at_load: Literal["blocked", "forged", "starts"],
-               blocked_call: str | None = None, unchecked: str | None = None) -> HostileCase:
-    """Stopped by the rules; without them, contained by the sandbox (and, on a GPU, given `unchecked`)."""
-    return HostileCase(name, frozenset(rules), at_load, blocked_call, STATIC,
-                       frozenset({unchecked}) if unchecked else frozenset())
+               blocked_call: str | None = None, *unchecked: str) -> HostileCase:
+    """Stopped by the rules; without them, contained by the sandbox (and, on a GPU, given one of `unchecked`)."""
+    return HostileCase(name, frozenset(rules), at_load, blocked_call, STATIC, frozenset(unchecked))
 
 
 def _against_checker(name: str, tool: str, sanitized_verdict: str) -> HostileCase:
@@ -183,10 +182,11 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     # Resources past the driver's limits: the GPU sandbox's /dev tmpfs filled (no process's memory).
     _contained("fill_dev_tmpfs", RAW_AT_LOAD, "starts", None, "ok"),
     # Shared memory no process limit counts (memfd, which CUDA's driver needs, and System V segments), and threads
-    # past the task limit, which the kernel does not apply to root: bounded by the sandbox's cgroup where one can
-    # be made (tools/host_bound.py); both take less than the bound here, so the driver starts.
+    # past the task limit, which the kernel does not apply to root: bounded by the sandbox's cgroups where they
+    # can be made (tools/host_bound.py). The memory taken is under the bound, so the driver starts; the threads
+    # stop at the task bound, and CUDA may then find none left for its own (a crash, the candidate's doing).
     _contained("fill_host_memory_memfd", RAW_AT_LOAD, "starts", None, "ok"),
-    _contained("thread_flood", RAW_AT_LOAD, "starts", None, "ok"),
+    _contained("thread_flood", RAW_AT_LOAD, "starts", None, "ok", "crash"),
     # Forged results.
     _contained("forge_fileno", ("load_time_code",), "forged", None, "forged_result"),
     _contained("forge_reply_in_forward", ("unlisted_import",), "starts", None, "forged_result"),
