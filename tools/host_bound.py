@@ -5,8 +5,9 @@ RLIMIT_NPROC).
 
 Below the harness's own cgroup (cgroup v1's memory and pids hierarchies, or v2 where the harness's cgroup
 delegates both controllers), three levels:
-- `kernelblaster`, shared by every harness process of the host: all their programs together hold at most
-  half the machine's memory and `HOST_TASKS` tasks, so a suite's drivers on many GPUs cannot fill the host;
+- `kernelblaster`, shared by the harness processes that share a cgroup (a suite's workers): all their
+  programs together hold at most half the machine's memory and `HOST_TASKS` tasks, so a suite's drivers on
+  many GPUs cannot fill the host (bounded once, by the harness that makes it);
 - one group per program, with the program's own bounds;
 - its `run` child, which the program's first process (a shell) joins before it becomes bwrap. bwrap's cgroup
   namespace is rooted there, so a program that mounts the cgroup file system sees `run`, which has no
@@ -46,7 +47,7 @@ _JOIN = ('while [ "$1" != -- ]; do echo $$ > "$1" || { echo "kernelblaster-sandb
 @dataclass(frozen=True)
 class HostBound:
     """Where this process makes its programs' cgroups: a folder per controller hierarchy (one on cgroup v2,
-    or where v1 mounts both controllers together), and the host-wide memory bound of them all."""
+    or where v1 mounts both controllers together), and the memory bound of all programs of the shared group."""
 
     memory_parent: Path
     pids_parent: Path
