@@ -66,7 +66,7 @@ class HostBound:
 
     def _new_group(self, memory_bytes: int, tasks: int) -> list[Path]:
         """The program's group in each hierarchy (the memory one first), with its `run` child."""
-        sweep_groups(self)
+        _sweep_now_and_then(self)
         name = f"{_TOKEN}-{next(_serial)}"
         groups = []
         for parent in self.parents():
@@ -100,6 +100,16 @@ class HostBound:
 
 
 _serial = itertools.count()
+_last_sweep = [float("-inf")]  # when this process last swept (time.monotonic)
+
+
+def _sweep_now_and_then(bound: HostBound) -> None:
+    """Sweep at most every `SWEEP_AFTER_S / 4` seconds: not every compile and driver start needs to read
+    every group, and nothing younger than `SWEEP_AFTER_S` is removed anyway."""
+    now = time.monotonic()
+    if now - _last_sweep[0] >= SWEEP_AFTER_S / 4:
+        _last_sweep[0] = now
+        sweep_groups(bound)
 
 
 def _write(path: Path, value: int | str) -> None:

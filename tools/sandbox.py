@@ -17,7 +17,7 @@ bwrap has no resource limits of its own, so the program started inside applies t
 (util-linux) in front of nvcc, the driver's launcher (harness/driver/kb_launcher.c) for the driver. What those
 cannot count (memory no process maps, tasks of root) cgroups bound where they can be made
 (tools/host_bound.py): the whole program, bwrap included, at most `memory_bytes` and `tasks`, and all such
-programs of the host together at most half its memory. The ban
+programs of the harnesses in one cgroup together at most half the machine's memory. The ban
 on running programs is the launcher's too: a filter bwrap installed would also stop bwrap's own exec of the
 driver (and ncu's), so the launcher installs it last, then loads the candidate's code without an exec.
 Where the sandbox cannot start, candidates are refused (`require_sandbox`) unless the user passes
@@ -272,14 +272,18 @@ def probe_sandbox() -> Sandbox | str:
     if shutil.which("prlimit") is None:
         return "prlimit (util-linux) is not installed"
     sandbox = Sandbox(bwrap)
+    # The bounded sandbox first: where it starts (the usual case), one start tells all.
+    bound = probe_host_bound(memory_share())
+    bounded_failed = None
+    if isinstance(bound, HostBound):
+        bounded_failed = _fails_to_start(bounded := replace(sandbox, host_bound=bound))
+        if bounded_failed is None:
+            return bounded
     failed = _fails_to_start(sandbox)
     if failed is not None:
         return failed
-    bound = probe_host_bound(memory_share())
-    if isinstance(bound, str):
-        return replace(sandbox, host_bound_reason=bound)
-    failed = _fails_to_start(bounded := replace(sandbox, host_bound=bound))
-    return bounded if failed is None else replace(sandbox, host_bound_reason=f"a bounded sandbox fails: {failed}")
+    return replace(sandbox, host_bound_reason=bound if isinstance(bound, str) else
+                   f"a bounded sandbox fails: {bounded_failed}")
 
 
 def _fails_to_start(sandbox: Sandbox) -> str | None:
