@@ -25,10 +25,12 @@ case "${1:-}" in
     [[ "$kernelbench" == "$root"/* ]] && export KERNELBLASTER_KERNELBENCH=$tree/${kernelbench#"$root"/}
     for stream in "$@"; do
       gpu=${stream%%:*} parts=${stream#*:}
-      # setsid: the stream outlives the call that started it, until the machine is given back.
+      # setsid: the stream outlives the call that started it, until the machine is given back. The redirection
+      # covers the whole background list: the subshell bash forks for it would otherwise hold this script's
+      # output open until the stream ends (a caller reading it through a pipe waited for the whole run).
       (cd "$tree" && OUT=$logdir CUDA_VISIBLE_DEVICES=$gpu PYTHONPATH=$tree/typecheck setsid bash -c \
-        "'$tree/.ci/device/gpu_parts.sh' ${parts//,/ } > '$logdir/stream-$gpu.log' 2>&1; echo \$? > '$logdir/stream-$gpu.done'" \
-        < /dev/null > /dev/null 2>&1 &)
+        "'$tree/.ci/device/gpu_parts.sh' ${parts//,/ } > '$logdir/stream-$gpu.log' 2>&1; echo \$? > '$logdir/stream-$gpu.done'" &
+      ) < /dev/null > /dev/null 2>&1
       echo "stream on GPU $gpu: $parts"
     done ;;
   wait)

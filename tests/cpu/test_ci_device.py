@@ -4,6 +4,7 @@ name benchmarks that exist."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,3 +30,16 @@ def test_every_benchmark_the_benchmark_script_runs_exists() -> None:
     script = (ROOT / ".ci" / "device" / "gpu_benchmarks.sh").read_text()
     named = set(re.findall(r"benchmarks/\w+\.py", script))
     assert named and [path for path in named if not (ROOT / path).is_file()] == []
+
+
+def test_starting_streams_returns_while_they_run_even_when_read_through_a_pipe(tmp_path: Path) -> None:
+    # A GPU-machine call that starts the streams and pipes the script's output (`... | tail`) must get it back
+    # at once; at 5580ae0 the pipe stayed open until the streams ended.
+    logdir = tmp_path / "streams"
+    started = subprocess.run([str(ROOT / ".ci" / "device" / "gpu_streams.sh"), "start", str(logdir), "0:bench"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120, check=True)
+    still_running = not (logdir / "stream-0.done").exists()
+    subprocess.run([str(ROOT / ".ci" / "device" / "gpu_streams.sh"), "wait", str(logdir), "300"],
+                   capture_output=True, timeout=330, check=False)
+    assert "stream on GPU 0: bench" in started.stdout
+    assert still_running and (logdir / "stream-0.done").exists()
