@@ -36,8 +36,9 @@ from fixtures.suite.gpu_suite import SCALING_PROBLEMS, gpu_services  # noqa: E40
 from fixtures.suite.scripted_suite import suite_config  # noqa: E402
 
 from kernelblaster.eval.problems import select_problems  # noqa: E402
-from kernelblaster.eval.results import DATABASE_NAME, ResultsDB  # noqa: E402
+from kernelblaster.eval.results import DATABASE_NAME, ProblemRow, ResultsDB  # noqa: E402
 from kernelblaster.eval.runner import start_suite  # noqa: E402
+from kernelblaster.harness.result import EvalResult  # noqa: E402
 
 CONTEXT = {"iterations": 1, "trajectories": 1, "depth": 1}
 
@@ -63,7 +64,7 @@ class BusySampler:
 
 
 def run_suite(root: Path, gpus: tuple[int, ...], ray_address: str | None) -> tuple[float, dict[int, float], str]:
-    """One suite in `root`; its wall seconds, each GPU's busy share and the verdicts' summary."""
+    """One suite in `root`; its wall seconds, each GPU's busy share and the verdicts' and problems' summary."""
     listing = root.parent / f"{root.name}.txt"
     listing.write_text("".join(f"{problem}\n" for problem in SCALING_PROBLEMS))
     config = suite_config(select_problems(listing), window=len(gpus), gpus=gpus, context=CONTEXT)
@@ -73,9 +74,25 @@ def run_suite(root: Path, gpus: tuple[int, ...], ray_address: str | None) -> tup
     wall = time.perf_counter() - started
     busy = sampler.shares()
     db = ResultsDB.open(root / DATABASE_NAME)
-    verdicts = [row.result.verdict if row.result else row.status for row in db.problems()]
+    rows = db.problems()
     db.close()
-    return wall, busy, f"{verdicts.count('ok')}/{len(verdicts)} ok"
+    verdicts = [row.result.verdict if row.result else row.status for row in rows]
+    return wall, busy, f"{verdicts.count('ok')}/{len(verdicts)} ok; {problem_times(rows)}"
+
+
+def problem_times(rows: list[ProblemRow]) -> str:
+    """Each problem's wall seconds and GPU slot, and the Nsight Compute seconds of its candidates' profiles with
+    the seconds they waited for the host's profiler (one profile per host at a time): where the suite's time
+    went, and what a second GPU cannot shorten."""
+    parts = []
+    for row in rows:
+        stages = [EvalResult.model_validate_json(path.read_bytes()).stages
+                  for path in sorted(Path(row.run_dir or "-").glob("results/*.measure.json"))]
+        profile = sum(s.profile or 0.0 for s in stages)
+        waited = sum(s.profile_wait or 0.0 for s in stages)
+        slot, wall = (row.result.gpu, row.result.wall_s or 0.0) if row.result else ("?", 0.0)
+        parts.append(f"{Path(row.path).stem[:12]} {slot} {wall:.0f} s (ncu {profile:.0f} s, waited {waited:.0f} s)")
+    return "; ".join(parts)
 
 
 @contextmanager

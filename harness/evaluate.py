@@ -66,7 +66,7 @@ from kernelblaster.harness.precision import PrecisionPolicy
 from kernelblaster.harness.precision_facts import PrecisionFacts, measure_precision_facts, not_measured
 from kernelblaster.harness.problem import Problem, load_problem
 from kernelblaster.harness.profile.outcome import ProfileOutcome
-from kernelblaster.harness.profile.run import profile_candidate, profile_pytorch
+from kernelblaster.harness.profile.run import cached_pytorch_profile, profile_candidate
 from kernelblaster.harness.references import FLOAT64_FLOP_LIMIT, ReferenceCache
 from kernelblaster.harness.result import (
     BaselineTiming,
@@ -284,8 +284,8 @@ class CandidateEvaluator:
     def profile_baseline(self) -> ProfileOutcome:
         workdir = self.options.cache_dir / "baselines" / self.problem.sha256[:16]
         workdir.mkdir(parents=True, exist_ok=True)
-        return profile_pytorch(self.problem.path, self._require_gpu(), self.options.precision, workdir,
-                               BASELINE_PROFILE_TIMEOUT_S)
+        return cached_pytorch_profile(self.problem.path, self._require_gpu(), self.options.precision, workdir,
+                                      BASELINE_PROFILE_TIMEOUT_S)
 
     def gpu_facts(self) -> GpuFacts:
         """The GPU's limits and measured peaks, how candidates are compiled for it and what the precision
@@ -454,7 +454,7 @@ class CandidateEvaluator:
                 findings.add_sanitizer(self._timed(findings, "sanitize", "sanitizer",
                                                    lambda: self._sanitize(built, sets[0], self.options.sanitize)))
             if profile and findings.timing is not None and findings.passed:
-                findings.profile = self._timed(findings, "profile", "profile", lambda: self._profile(built, sets))
+                findings.profile = self._profile(findings, built, sets)
             releasing = time.perf_counter()
         findings.stages.add("teardown", time.perf_counter() - releasing)
         timing = findings.timing
@@ -598,10 +598,17 @@ class CandidateEvaluator:
         speedup = Speedup.of(time_ms, baseline) if baseline else None
         return Score(roofline, floor_check, baseline, speedup)
 
-    def _profile(self, built: CandidateBuild, sets: list[SharedSet]) -> ProfileOutcome:
-        assert built.program is not None
-        return profile_candidate(built.program, [s.ipc() for s in sets], self._require_gpu(),
-                                 self.options.timeout_s, self.sandbox)
+    def _profile(self, findings: Findings, built: CandidateBuild, sets: list[SharedSet]) -> ProfileOutcome:
+        """The candidate's profile; its seconds recorded as `profile`, the wait for the host's profiler (another
+        evaluation's profile) apart as `profile_wait`."""
+        program = built.program
+        assert program is not None
+        waited, started = StageClock(), time.perf_counter()
+        profile = self._timed(findings, "profile", None, lambda: profile_candidate(
+            program, [s.ipc() for s in sets], self._require_gpu(), self.options.timeout_s, self.sandbox, waited))
+        findings.stages.merge(waited.seconds)
+        findings.stages.add("profile", wall_seconds(started) - waited.seconds.get("profile_wait", 0.0))
+        return profile
 
     def _verification_context(self) -> VerificationContext:
         return VerificationContext(self.references, self.options.precision, self.options.timeout_s,

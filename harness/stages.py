@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrap
 Stage = Literal["process_start", "problem_load", "static_check", "problem_spec", "memory_plan", "compile", "link",
                 "references", "conditioning",
                 "calibration", "driver_start", "verification", "special_values", "sanitizer", "event_timing",
-                "trusted_batches", "reverify", "score", "profile", "teardown"]
+                "trusted_batches", "reverify", "score", "profile_wait", "profile", "teardown"]
 STAGES: tuple[Stage, ...] = get_args(Stage)
 T = TypeVar("T")
 
@@ -71,7 +71,9 @@ class StageTimes(BaseModel):
     reverify: float | None = _seconds("More verification of a time below the reference's compute floor")
     score: float | None = _seconds("The roofline and the PyTorch baselines (timed here the first time, then "
                                    "read from the cache)")
-    profile: float | None = _seconds("Nsight Compute's profile")
+    profile_wait: float | None = _seconds("Waiting for the host's Nsight Compute, which profiles one process at a "
+                                         "time: another evaluation's profile was running (on any GPU of the host)")
+    profile: float | None = _seconds("Nsight Compute's profile, the wait for it apart")
     teardown: float | None = _seconds("Ending the candidate's driver process and giving back the shared sets")
 
     @model_serializer(mode="wrap")

@@ -19,6 +19,7 @@ agents, never part of a verdict.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import stat
@@ -79,6 +80,16 @@ def report_file(report_path: Path) -> Path:
     """The file ncu actually writes for `report_path` (it appends `.ncu-rep` when that suffix is missing)."""
     return report_path if report_path.name.endswith(REPORT_SUFFIX) else report_path.with_name(
         report_path.name + REPORT_SUFFIX)
+
+
+@functools.cache
+def ncu_version(ncu: Path) -> str:
+    """What `ncu --version` prints (the Nsight Compute a toolkit's `ncu` script starts); empty if it fails."""
+    try:
+        done = subprocess.run([str(ncu), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def profile_prefix(report_path: Path, *, sections: Sequence[str] = DEFAULT_SECTIONS) -> list[str]:

@@ -13,6 +13,7 @@ of the host) fails with "a driver resource was unavailable". So every ncu run he
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import subprocess
 import sys
 import tempfile
@@ -20,16 +21,27 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kernelblaster.harness.profile.outcome import ProfileOutcome, ProfileUnavailable, build_profile_report
+import torch
+
+from kernelblaster.harness.cuda_device import device_name
+from kernelblaster.harness.profile.outcome import (
+    ProfileOutcome,
+    ProfileReport,
+    ProfileUnavailable,
+    build_profile_report,
+)
+from kernelblaster.harness.stages import StageClock
 from kernelblaster.harness.timing import flush_bytes
 from kernelblaster.tools.driver_process import DriverError, DriverProgram, DriverSession, TensorSet
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.files import read_measurement, write_atomically
 from kernelblaster.tools.ncu import (
     candidate_report_folder,
     check_ncu_run,
     export_candidate_details,
     export_details,
     locate_ncu,
+    ncu_version,
     profile_command,
     profile_prefix,
 )
@@ -44,10 +56,12 @@ PROFILER_LOCK = Path(tempfile.gettempdir()) / "kernelblaster-ncu.lock"
 
 
 @contextmanager
-def profiler_lock() -> Iterator[None]:
-    """Hold the host's profiler for the block (waiting for any other process of this tool that holds it)."""
+def profiler_lock(clock: StageClock | None = None) -> Iterator[None]:
+    """Hold the host's profiler for the block (waiting for any other process of this tool that holds it); the
+    wait is recorded in `clock` as `profile_wait`."""
     with open(PROFILER_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        with (clock or StageClock()).timing("profile_wait"):
+            fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -55,10 +69,11 @@ def profiler_lock() -> Iterator[None]:
 
 
 def profile_candidate(program: DriverProgram, sets: list[TensorSet], gpu: int, timeout_s: float,
-                      sandbox: Sandbox | None) -> ProfileOutcome:
-    """Profile one call of the candidate under ncu in its sandbox. ncu writes its report in a private folder
-    the sandbox can write, so the report is taken out of it (no link followed, a regular file within a size
-    bound) and only that copy is read (`tools.ncu.export_candidate_details`)."""
+                      sandbox: Sandbox | None, clock: StageClock | None = None) -> ProfileOutcome:
+    """Profile one call of the candidate under ncu in its sandbox (the wait for the host's profiler recorded in
+    `clock`). ncu writes its report in a private folder the sandbox can write, so the report is
+    taken out of it (no link followed, a regular file within a size bound) and only that copy is read
+    (`tools.ncu.export_candidate_details`)."""
     located = locate_ncu()
     if isinstance(located, ToolUnavailable):
         return ProfileUnavailable(reason=located.reason)
@@ -67,7 +82,7 @@ def profile_candidate(program: DriverProgram, sets: list[TensorSet], gpu: int, t
         with candidate_report_folder() as report_dir:
             report_path = report_dir / "profile"
             view = program.view() + SandboxView(read_only=_ncu_installation(located), writable=(report_dir,))
-            with profiler_lock(), DriverSession(program.command(filtered=sandbox is not None),
+            with profiler_lock(clock), DriverSession(program.command(filtered=sandbox is not None),
                                                 wrapper=profile_prefix(report_path), sandbox=sandbox,
                                                 view=view) as session:
                 session.setup(sets, flush_bytes=flush_bytes(gpu), device=gpu, timeout_s=timeout)
@@ -95,6 +110,26 @@ def profile_pytorch(problem_path: Path, gpu: int, precision: str, workdir: Path,
         return ProfileUnavailable(reason=f"profiling the PyTorch model took longer than {timeout_s:g} s")
     except UserFacingError as error:
         return ProfileUnavailable(reason=f"ncu run failed: {str(error).splitlines()[0]}")
+
+
+def cached_pytorch_profile(problem_path: Path, gpu: int, precision: str, workdir: Path,
+                           timeout_s: float) -> ProfileOutcome:
+    """`profile_pytorch`'s profile, kept in `workdir` (the problem's cache folder) for later runs with the same
+    GPU kind, precision, PyTorch, Nsight Compute and sections: every run of a suite profiles its problem's model,
+    and ncu profiles one process per host at a time. A failure is not kept."""
+    located = locate_ncu()
+    if isinstance(located, ToolUnavailable):
+        return ProfileUnavailable(reason=located.reason)
+    identity = [device_name(gpu), precision, torch.__version__, ncu_version(located), *profile_prefix(Path("p"))]
+    digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:16]
+    kept = workdir / f"profile-{digest}.json"
+    cached = read_measurement(kept, ProfileReport)
+    if cached is not None:
+        return cached
+    outcome = profile_pytorch(problem_path, gpu, precision, workdir, timeout_s)
+    if isinstance(outcome, ProfileReport):
+        write_atomically(kept, outcome.model_dump_json().encode())
+    return outcome
 
 
 def _ncu_installation(ncu: Path) -> tuple[Path, ...]:

@@ -108,13 +108,16 @@ def test_profile_has_every_kernel_and_a_signature(cache_dir: Path) -> None:
     assert result.profile.kernel_count == 3
     assert len(result.profile.signature) == len(SIGNATURE_FIELDS)
     assert result.profile.total_gpu_time_ns > 0
+    assert result.stages.profile and result.stages.profile_wait is not None  # the wait for the host's ncu apart
 
 
-def test_baseline_profile_of_the_pytorch_model(cache_dir: Path) -> None:
+def test_baseline_profile_of_the_pytorch_model_is_taken_once_and_read_back(cache_dir: Path) -> None:
     evaluator = CandidateEvaluator(load_problem(SWISH), EvalOptions(cache_dir=cache_dir))
     profile = evaluator.profile_baseline()
     assert isinstance(profile, ProfileReport), profile
     assert profile.kernel_count >= 1
+    later = CandidateEvaluator(load_problem(SWISH), EvalOptions(cache_dir=cache_dir))
+    assert later.profile_baseline() == profile
 
 
 def test_eval_cli_prints_json_with_verdict_and_speedup(cache_dir: Path) -> None:
