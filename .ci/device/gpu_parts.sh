@@ -11,7 +11,8 @@ declare -A limit paths
 limit[harness]=1500 paths[harness]="tests/gpu/test_harness_gpu.py"
 limit[checkers]=600 paths[checkers]="tests/gpu/test_sandbox_gpu.py tests/gpu/test_sanitizer_gpu.py
   tests/gpu/test_machine_gpu.py tests/cpu/test_driver_executable.py tests/gpu/test_stage_times_gpu.py
-  tests/gpu/test_reserve_order_gpu.py tests/gpu/test_cuda_device_gpu.py tests/gpu/test_baseline_cache_gpu.py"
+  tests/gpu/test_reserve_order_gpu.py tests/gpu/test_cuda_device_gpu.py tests/gpu/test_baseline_cache_gpu.py
+  tests/gpu/test_profile_concurrency_gpu.py"
 limit[hostile]=300 paths[hostile]="tests/hostile"
 limit[honest]=600 paths[honest]="tests/gpu/test_honest_checks_gpu.py"
 limit[export]=1200 paths[export]="tests/gpu/test_export_gpu.py"

@@ -7,11 +7,15 @@ which confines the driver process itself. The PyTorch model is the user's own co
 
 Nsight Compute profiles one process at a time per host: a second ncu run while one collects (on any GPU
 of the host) fails with "a driver resource was unavailable". So every ncu run here holds a host-wide lock
-(`profiler_lock`), and the runs of a suite spread over several GPUs wait for each other instead of failing.
+(`profiler_lock`) while it collects, and the runs of a suite spread over several GPUs wait for each other
+instead of failing. A candidate's run holds it from its profiled call to ncu's end, so that its start and
+setup overlap another run's collection; the PyTorch model's run, a Python process with no such steps apart,
+holds it throughout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import subprocess
@@ -82,10 +86,13 @@ def profile_candidate(program: DriverProgram, sets: list[TensorSet], gpu: int, t
         with candidate_report_folder() as report_dir:
             report_path = report_dir / "profile"
             view = program.view() + SandboxView(read_only=_ncu_installation(located), writable=(report_dir,))
-            with profiler_lock(clock), DriverSession(program.command(filtered=sandbox is not None),
-                                                wrapper=profile_prefix(report_path), sandbox=sandbox,
-                                                view=view) as session:
+            # The host's profiler is held from the profiled call until ncu has ended (the driver exits, ncu
+            # writes its report): ncu's start, the driver's and its setup run beside another profile.
+            with contextlib.ExitStack() as profiler_held, DriverSession(
+                    program.command(filtered=sandbox is not None), wrapper=profile_prefix(report_path),
+                    sandbox=sandbox, view=view) as session:
                 session.setup(sets, flush_bytes=flush_bytes(gpu), device=gpu, timeout_s=timeout)
+                profiler_held.enter_context(profiler_lock(clock))  # released after the session has ended
                 session.profile(0, warmup=PROFILE_WARMUP, timeout_s=timeout)
             return build_profile_report(export_candidate_details(report_path))
     except (DriverError, UserFacingError) as error:

@@ -6,12 +6,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from kernelblaster.harness.profile import run
 from kernelblaster.harness.stages import StageClock
+from kernelblaster.tools.driver_process import DriverProgram
 
 _PROBE = """
 import fcntl, sys
@@ -59,3 +62,47 @@ def test_the_wait_for_another_process_s_profile_is_recorded_as_profile_wait(
         inside = time.perf_counter()
     holder.wait(timeout=30)
     assert 0.5 < clock.seconds["profile_wait"] <= inside - started + 0.01
+
+
+class _RecordingSession:
+    """Stands in for the driver under ncu (test double): records what happens, in order."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    def __enter__(self) -> _RecordingSession:
+        self.events.append("ncu and driver start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.events.append("driver and ncu end")
+
+    def setup(self, *args: object, **kwargs: object) -> None:
+        self.events.append("setup")
+
+    def profile(self, *args: object, **kwargs: object) -> None:
+        self.events.append("profiled call")
+
+
+def test_a_candidate_s_profile_holds_the_host_s_profiler_from_its_profiled_call_to_ncu_s_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+
+    @contextmanager
+    def recording_lock(clock: StageClock | None = None) -> Iterator[None]:
+        events.append("lock taken")
+        yield
+        events.append("lock released")
+
+    monkeypatch.setattr(run, "locate_ncu", lambda: tmp_path / "ncu")
+    monkeypatch.setattr(run, "_ncu_installation", lambda ncu: ())
+    monkeypatch.setattr(run, "profile_prefix", lambda report: ["ncu"])
+    monkeypatch.setattr(run, "flush_bytes", lambda gpu: 0)
+    monkeypatch.setattr(run, "DriverSession", lambda *args, **kwargs: _RecordingSession(events))
+    monkeypatch.setattr(run, "profiler_lock", recording_lock)
+    monkeypatch.setattr(run, "export_candidate_details", lambda report: "")
+    monkeypatch.setattr(run, "build_profile_report", lambda details: events.append("report read"))
+    program = DriverProgram(launcher=tmp_path / "launcher", driver=tmp_path / "driver", library=tmp_path / "c.so")
+    run.profile_candidate(program, [], 0, 1.0, sandbox=None)
+    assert events == ["ncu and driver start", "setup", "lock taken", "profiled call", "driver and ncu end",
+                      "lock released", "report read"]
