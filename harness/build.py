@@ -30,7 +30,7 @@ from kernelblaster.tools.driver_process import DriverProgram
 from kernelblaster.tools.elf import ElfFile
 from kernelblaster.tools.errors import UserFacingError
 from kernelblaster.tools.files import directory_problem
-from kernelblaster.tools.host_code import HEADER_FILE, LOAD_TIME_FILE
+from kernelblaster.tools.host_code import HEADER_FILE, LOAD_TIME_FILE, RENAMED_LINES_FILE
 from kernelblaster.tools.nvcc import (
     MAX_OBJECT_BYTES,
     AssemblyBlock,
@@ -241,6 +241,11 @@ def host_assembly_violations(blocks: list[AssemblyBlock]) -> list[StaticViolatio
                 message=f"{block.text} when the library loads: candidates may not run code at load time (a global "
                         "object's constructor, a __device__ variable whose type overloads unary &); "
                         f"{LOAD_TIME_HINT}"))
+            continue
+        if block.file == RENAMED_LINES_FILE:
+            violations.append(StaticViolation(
+                rule="line_directive", line=None, text=block.text,
+                message=f"{block.text}: candidates may not rename their lines (#line directives, however spelled)"))
             continue
         if block.file == HEADER_FILE:
             violations.append(StaticViolation(

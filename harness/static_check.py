@@ -26,7 +26,13 @@ from kernelblaster.tools.symbols import FORBIDDEN_APIS, LIBRARIES, validate_allo
 from kernelblaster.tools.untrusted_text import LONE_SURROGATE
 
 PYTORCH_INCLUDE = re.compile(r"^(?:torch|ATen|c10|caffe2|pybind11)/|^(?:Python|torch)\.h$")
-_DIRECTIVE = r"^[ \t]*#[ \t]*(?:include|include_next|import|embed)\b[ \t]*"
+# Where the preprocessor sees a directive: at a line's start (a lone carriage return ends a line too), after
+# whitespace as its lexer counts it (space, tab, form feed, vertical tab, NUL, and a byte-order mark at the
+# file's start; comments are blanked before matching), at `#` or its digraph `%:`.
+_DIRECTIVE_START = r"(?:^|(?<=\r))[ \t\f\v\0\ufeff]*(?:#|%:)[ \t\f\v\0]*"
+# A backslash ending a line splices it to the next, also with spaces between (GCC warns, and splices).
+_SPLICE = re.compile(r"\\[ \t\f\v]*(?:\r\n|\n|\r)")
+_DIRECTIVE = _DIRECTIVE_START + r"(?:include|include_next|import|embed)\b[ \t\f\v\0]*"
 _INCLUDE = re.compile(_DIRECTIVE + r"[<\"](?P<path>[^>\"]+)[>\"]", re.MULTILINE)
 _COMPUTED_INCLUDE = re.compile(_DIRECTIVE + r"(?P<path>[^<\"\s]\S*)", re.MULTILINE)
 
@@ -48,7 +54,7 @@ _LOAD_TIME_CODE = re.compile(
 )
 # `#line 12 "file"` and GNU's `# 12 "file"` (also spelled `%:`, or split by a backslash-newline) rename the
 # lines after them: the checks of the compiled host code tell the candidate's lines from the system's by name.
-_LINE_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(?:line\b|\d)", re.MULTILINE)
+_LINE_DIRECTIVE = re.compile(_DIRECTIVE_START + r"(?:line\b|\d)", re.MULTILINE)
 _KB_FORWARD_DEFINITION = re.compile(r"\bkb_forward\s*\([^;{}]*\)\s*\{")
 KB_FORWARD_SIGNATURE = (
     'extern "C" int kb_forward(const KBTensor* inputs, const KBTensor* params, KBTensor* outputs, cudaStream_t stream)'
@@ -275,8 +281,8 @@ def _line_directive_violations(source: str) -> list[StaticViolation]:
     line = 1
     i = 0
     while i < len(source):
-        if source.startswith("\\\n", i) or source.startswith("\\\r\n", i):
-            i += 2 if source[i + 1] == "\n" else 3
+        if splice := _SPLICE.match(source, i):
+            i = splice.end()
             line += 1
             continue
         spliced.append(source[i])

@@ -46,6 +46,7 @@ _ASSEMBLY_BLOCK = re.compile(r'^# (?P<line>\d+) "(?P<file>[^"]*)" 1\n(?P<body>.*
 
 
 LOAD_TIME_FILE = "<load time>"  # the `file` of a finding that is load-time code, not inline assembly
+RENAMED_LINES_FILE = "<renamed lines>"  # the `file` of a finding that is a line directive renaming a file
 _HEADER_FINDINGS_SHOWN = 3  # a macro in a header's declarations repeats on every line: the first few say it
 HEADER_FILE = "<header>"  # the `file` of assembly text in another file's lines (a header's); its text names where
 
@@ -75,6 +76,38 @@ def inline_assembly(preprocessed: str, assembly: str, candidate_file: Callable[[
               for finding in _from_headers(preprocessed, candidate_file)[:_HEADER_FINDINGS_SHOWN]]
     found += [Finding(LOAD_TIME_FILE, 0, text) for text in load_time_calls(assembly)]
     return list(dict.fromkeys(found))
+
+
+# A marker of the preprocessor's own output with its flags: 1 entering an included file, 2 leaving it.
+_FLAGGED_MARKER = re.compile(r'^# (?P<line>\d+) "(?P<file>[^"\\]*(?:\\.[^"\\]*)*)"(?P<flags>(?: \d+)*)$', re.MULTILINE)
+
+
+def renamed_lines(preprocessed: str) -> list[Finding]:
+    """Line directives of the source (`#line 9 "name"`, GNU's `# 9 "name"`), however spelled, seen in the first
+    preprocessor's output (nvcc's host preprocessing, before cudafe++ rewrites the markers without flags), where
+    they would make the candidate's lines pass for a header's: a marker naming another file than the one whose
+    lines come next without entering (flag 1) or leaving (2) it, once the main file has begun. A GNU marker
+    written with those flags reads as an include here (and the dependency list names its file too): the source
+    rules (harness/static_check.py) are what refuse it."""
+    found: list[Finding] = []
+    main = current = None
+    begun = False
+    for marker in _FLAGGED_MARKER.finditer(preprocessed):
+        file, line = marker["file"], int(marker["line"])
+        main = main or file
+        moves = {"1", "2"} & set(marker["flags"].split())
+        if not moves and current is not None and file != current:
+            if begun or not (_pseudo_file(file) or _pseudo_file(current)):
+                found.append(Finding(RENAMED_LINES_FILE, line, f"lines of {current} renamed {file}:{line}"))
+            elif file == main:
+                begun = True
+        current = file
+    return found
+
+
+def _pseudo_file(name: str) -> bool:
+    """The preprocessor's own names for what no file holds (`<built-in>`, `<command-line>`)."""
+    return name.startswith("<") and name.endswith(">")
 
 
 def _one_line(text: str) -> str:
@@ -341,12 +374,16 @@ _X86_REGISTER = re.compile(r"%[re]?(?:ax|bx|cx|dx|si|di|sp|bp|ip)\b|%r\d+")
 @dataclass
 class _Assembly:
     """The functions of an assembly file: each label's instructions (mnemonic, operands) up to its `.size` or
-    the next label that is not local (`.L`), the aliases `.set` makes, and the labels typed as functions."""
+    the next label that is not local (`.L`), the local labels inside each, the aliases `.set` makes, and the
+    labels typed as functions. A local label outside every function starts code of its own: the compiler puts
+    none there, but a candidate's function named `.L...` by an asm label is one, hidden from the object's
+    symbols."""
 
     bodies: dict[str, list[tuple[str, str]]]
     aliases: dict[str, str]
     functions: set[str]
     common: set[str]  # data defined by `.comm` or `.lcomm` (zero-initialised, no label)
+    local_labels: dict[str, set[str]]  # per function (its clones, `f.cold`, with it), the `.L` labels inside it
 
     def resolve(self, name: str) -> str:
         for _ in range(len(self.aliases) + 1):
@@ -378,12 +415,16 @@ def load_time_calls(assembly: str) -> list[str]:
 
 
 def _parse(assembly: str) -> _Assembly:
-    parsed = _Assembly({}, {}, set(), set())
+    parsed = _Assembly({}, {}, set(), set(), {})
     current: list[tuple[str, str]] | None = None
+    current_name = ""
     for line in assembly.splitlines():
         if label := _LABEL.match(line):
-            if not label["name"].startswith(".L"):
-                current = parsed.bodies.setdefault(label["name"], [])
+            if label["name"].startswith(".L") and current is not None:
+                parsed.local_labels.setdefault(_CLONE_SUFFIX.sub("", current_name), set()).add(label["name"])
+            else:
+                current_name = label["name"]
+                current = parsed.bodies.setdefault(current_name, [])
         elif alias := _SET.match(line):
             parsed.aliases[alias["name"]] = alias["target"]
         elif typed := _FUNCTION_TYPE.match(line):
@@ -432,6 +473,10 @@ def _misdeeds(root: str, root_kind: str, parsed: _Assembly) -> list[str]:
                 symbol = match["name"]
                 if not symbol.startswith(".L"):
                     problems += _judge(symbol, transfer, kind, parsed, seen, pending, registered)
+                elif (symbol not in parsed.local_labels.get(_CLONE_SUFFIX.sub("", name), set())
+                      and (transfer or parsed.bodies.get(symbol))):
+                    problems.append(f"{policy.what} {'runs' if transfer else 'names'} code outside its own "
+                                    f"under a local label ({op} {args})")
     what = _POLICIES[root_kind].what
     problems += [f"{what} registers {count} functions with {symbol}" for symbol, count in sorted(registered.items())
                  if symbol in _REGISTER_ONCE and count > 1]

@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -266,13 +267,25 @@ def compile_object(
             return hit
     output = output.resolve()
     dependency_file = output.with_name(f".{output.name}.{os.getpid()}.d")
-    command = [str(nvcc), *flags, *includes, "-MD", "-MF", str(dependency_file), source.name]
-    view = SandboxView(read_only=(source.parent, *include_dirs))
-    result = _run_nvcc(command, output, arch=arch, timeout_s=timeout_s, cwd=source.parent.resolve(),
-                       sandbox=sandbox, view=view, on_start=on_start)
-    result.dependencies = _read_dependencies(dependency_file, source.parent.resolve())
-    if inspect_host_code:
-        result.host_assembly = _read_host_assembly(output, source.parent.resolve())
+    # nvcc keeps its intermediate files in a folder of their own when inspecting, outside the source's (whose
+    # files are the candidate's): its first host preprocessing is read for renamed lines (the host compiler's
+    # own input has lost the markers' flags by then).
+    kept = Path(tempfile.mkdtemp(prefix="kb-nvcc-kept-")) if inspect_host_code else None
+    keeping = ["--keep", "--keep-dir", str(kept)] if kept else []
+    command = [str(nvcc), *flags, *keeping, *includes, "-MD", "-MF", str(dependency_file), source.name]
+    view = SandboxView(read_only=(source.parent, *include_dirs), writable=(kept,) if kept else ())
+    try:
+        result = _run_nvcc(command, output, arch=arch, timeout_s=timeout_s, cwd=source.parent.resolve(),
+                           sandbox=sandbox, view=view, on_start=on_start)
+        result.dependencies = _read_dependencies(dependency_file, source.parent.resolve())
+        renamed = _renamed_lines(kept / f"{source.stem}.cpp4.ii") if kept else []
+    finally:
+        if kept:
+            # Gone before the host code is read: nvcc's generated files hold the candidate's code, and the
+            # host-code check reads a header's own asm from the file a line names.
+            shutil.rmtree(kept, ignore_errors=True)
+    if kept:
+        result.host_assembly = [*_read_host_assembly(output, source.parent.resolve()), *renamed]
     if cache_dir is not None and result.ok and result.output is not None \
             and result.output.stat().st_size <= MAX_OBJECT_BYTES:
         _store_cached(cache_dir, cache_key, result)
@@ -440,6 +453,15 @@ def _read_host_assembly(output: Path, source_dir: Path) -> list[AssemblyBlock]:
             path.unlink(missing_ok=True)
     return [AssemblyBlock(file=f.file, line=f.line, text=f.text)
             for f in inline_assembly(preprocessed, assembly, candidate_file)]
+
+
+def _renamed_lines(preprocessed: Path) -> list[AssemblyBlock]:
+    """Line directives of the source that renamed its lines (tools/host_code.py `renamed_lines`), as blocks."""
+    try:
+        text = preprocessed.read_text(errors="replace")
+    except OSError:
+        return []  # no compile got that far: its errors say why
+    return [AssemblyBlock(file=f.file, line=f.line, text=f.text) for f in host_code.renamed_lines(text)]
 
 
 def _read_dependencies(dependency_file: Path, cwd: Path) -> list[str]:

@@ -249,6 +249,10 @@ class SymbolViolation(BaseModel):
 # Names the trusted parts of the link define or use: a candidate defining one would take the place of the
 # harness's own (its workspace wrappers, the driver's poison flag and entry, the C runtime's _init/_fini).
 _RESERVED = re.compile(r"^(?:kb_poison_workspace|kb_driver_main|__wrap_\w+|__real_\w+|_init|_fini)$")
+# Names of the implementation (`__x`, `_X`; C++'s mangled `_Z...` are the compiler's names for the candidate's
+# own): the C library's static parts and the C runtime's start-up files linked into every library call some
+# (libc_nonshared.a's atexit calls __cxa_atexit, crtbeginS.o __cxa_finalize), and a definition would take them.
+_IMPLEMENTATION_NAME = re.compile(r"^(?:__|_[A-Y])")
 # nvcc registers the fatbinary and kernels from one static constructor of its own in every object.
 _NVCC_CONSTRUCTORS = frozenset({"_ZL24__sti____cudaRegisterAllv", "__sti____cudaRegisterAll"})
 # Before GCC 13, `#include <iostream>` gives every object a static std::ios_base::Init and the initialiser that
@@ -305,6 +309,12 @@ def check_object(object_path: Path, allow: frozenset[str], linked_with: frozense
             violations.append(SymbolViolation(
                 rule="reserved_name", symbol=symbol.name,
                 message=f"the object defines {symbol.name}, a name the harness reserves; rename it"))
+        elif symbol.binding != STB_LOCAL and _IMPLEMENTATION_NAME.match(symbol.name):
+            violations.append(SymbolViolation(
+                rule="reserved_name", symbol=symbol.name,
+                message=f"the object defines {symbol.name}, a name reserved for the C and C++ implementation (the "
+                        "toolchain's own objects linked into its library call such names, e.g. atexit calls "
+                        "__cxa_atexit); rename it, or make it static"))
         elif symbol.binding != STB_LOCAL and plain_name(symbol.name) in LINK_IMPORTS | linked_with:
             violations.append(SymbolViolation(
                 rule="reserved_name", symbol=symbol.name,

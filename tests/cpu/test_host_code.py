@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernelblaster.harness.build import DRIVER_DIR
+from kernelblaster.tools.host_code import RENAMED_LINES_FILE
 from kernelblaster.tools.nvcc import compile_object
 from kernelblaster.tools.sandbox import Sandbox
 
@@ -64,3 +65,34 @@ def test_what_honest_kernels_write_is_not_assembly_in_host_code(case: str, tmp_p
                                                                 sandbox: Sandbox) -> None:
     code, result = NOT_FOUND[case]
     assert host_assembly(code, result, tmp_path, sandbox) == []
+
+
+# Line directives however spelled, which the source rules (harness/static_check.py) also refuse: the compile
+# alone (no source rules) must still show each in the preprocessor's own output.
+RENAMED = {
+    "line_directive": '#line 1 "tmpxft_00000000-6_candidate.fatbin.c"\nstatic int hidden = 1;\n#line 9 "candidate.cu"',
+    "form_feed": '\f#line 1 "/usr/include/kb.fatbin.c"\nstatic int hidden = 1;\n\f#line 9 "candidate.cu"',
+    "gnu_marker_after_carriage_return": 'static int a = 1;\r# 1 "/usr/include/stdio.h"\nstatic int hidden = 1;',
+    "comment_before_the_hash": '/* x */ # 1 "kb_problem.h"\nstatic int hidden = 1;\n# 9 "candidate.cu"',
+}
+
+
+def renamed(code: str, folder: Path, sandbox: Sandbox) -> list[str]:
+    (folder / "kb_problem.h").write_text('#pragma once\n#include "kb_abi.h"\n')
+    (folder / "candidate.cu").write_text(f'#include "kb_problem.h"\n{code}\n{FORWARD % "0"}')
+    compiled = compile_object(folder / "candidate.cu", folder / "candidate.o", arch="sm_90",
+                              include_dirs=[folder, DRIVER_DIR], cache_dir=None, sandbox=sandbox,
+                              inspect_host_code=True)
+    assert compiled.ok, compiled.log
+    return [block.text for block in compiled.host_assembly if block.file == RENAMED_LINES_FILE]
+
+
+@pytest.mark.parametrize("case", RENAMED, ids=str)
+def test_lines_renamed_by_any_spelling_of_a_line_directive_are_found_in_the_preprocessor_s_output(
+        case: str, tmp_path: Path, sandbox: Sandbox) -> None:
+    assert renamed(RENAMED[case], tmp_path, sandbox)
+
+
+def test_includes_and_a_line_number_alone_rename_nothing(tmp_path: Path, sandbox: Sandbox) -> None:
+    assert renamed('#include <cstdint>\n#include <cuda_fp16.h>\n#line 200\nstatic int shifted = 1;', tmp_path,
+                   sandbox) == []

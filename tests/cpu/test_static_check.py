@@ -181,10 +181,21 @@ def test_stripping_keeps_every_position_and_newline() -> None:
 
 
 @pytest.mark.parametrize("directive", ['#line 5 "/usr/include/stdio.h"', '# 7 "kb_problem.h"', '%:line 3',
-                                       '#\\\nline 9'], ids=["line", "gnu_marker", "digraph", "spliced"])
+                                       '#\\\nline 9', '\f#line 4 "x.fatbin.c"', '\v# 4 "/usr/include/cpuid.h"',
+                                       '\0#line 4', '/* c */ # 4 "x.h"', '#\\  \nline 9', '#\\\rline 9'],
+                         ids=["line", "gnu_marker", "digraph", "spliced", "form_feed", "vertical_tab", "nul",
+                              "comment_before", "spliced_after_spaces", "spliced_by_carriage_return"])
 def test_a_line_directive_is_refused_at_its_line_however_spelled(directive: str) -> None:
     violations = check_source(candidate(directive))
     assert [(v.rule, v.line) for v in violations] == [("line_directive", 2)]
+
+
+def test_a_line_directive_after_a_lone_carriage_return_is_refused() -> None:
+    assert [v.rule for v in check_source(candidate('int a = 1;\r#line 4 "x.fatbin.c"'))] == ["line_directive"]
+
+
+def test_a_line_directive_after_a_byte_order_mark_is_refused() -> None:
+    assert [v.rule for v in check_source('\ufeff#line 4 "x.h"\n' + candidate())] == ["line_directive"]
 
 
 def test_a_hash_followed_by_a_number_in_a_comment_or_string_is_not_a_directive() -> None:

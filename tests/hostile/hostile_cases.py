@@ -151,7 +151,8 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     # asm a candidate's macro puts on a header's line; definitions that take the calls of the trusted code
     # linked into the candidate's library.
     _contained("iostream_initialiser_call", ("load_time_code",), "forged", None, "forged_result"),
-    _contained("named_initialiser_same_section", ("load_time_code",), "forged", None, "forged_result"),
+    _contained("named_initialiser_same_section", ("load_time_code", "reserved_name"), "forged", None,
+               "forged_result"),
     _contained("device_variable_operator_address", ("load_time_code",), "forged", None, "forged_result"),
     _contained("device_variable_pointer_call", ("load_time_code",), "forged", None, "forged_result"),
     _contained("registration_atexit_label", ("load_time_code", "reserved_name"), "forged", None, "forged_result"),
@@ -163,7 +164,14 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     _contained("gmon_start_definition", ("reserved_name",), "forged", None, "forged_result"),
     _contained("workspace_memset_shadow", ("reserved_name",), "starts"),
     _contained("cxa_finalize_definition", ("reserved_name",), "starts"),
-    _contained("stack_chk_fail_definition", ("load_time_code",), "starts"),
+    _contained("stack_chk_fail_definition", ("load_time_code", "reserved_name"), "starts"),
+    _contained("local_label_initialiser", ("load_time_code",), "forged", None, "forged_result"),
+    _contained("local_label_device_variable", ("load_time_code",), "forged", None, "forged_result"),
+    _contained("cxa_atexit_definition", ("reserved_name",), "forged", None, "forged_result"),
+    # Lines renamed as a header's or nvcc's own, where the host-code check allows asm, however the directive is
+    # spelled (the preprocessor's own output is read for them too: tests/cpu/test_host_code.py).
+    _refused("line_directive_form_feed", "line_directive"),
+    _refused("line_directive_after_carriage_return", "line_directive"),
     # Past the rules when they are switched off: the sandbox contains them.
     _contained("exec_raw_syscall", RAW_AT_LOAD, "blocked", "execve", "sandbox_violation"),
     _contained("fork_raw_syscall", RAW_AT_LOAD, "blocked", "fork", "sandbox_violation"),
