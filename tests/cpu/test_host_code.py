@@ -10,7 +10,7 @@ import pytest
 
 from kernelblaster.harness.build import DRIVER_DIR
 from kernelblaster.tools.host_code import RENAMED_LINES_FILE
-from kernelblaster.tools.nvcc import compile_object
+from kernelblaster.tools.nvcc import AssemblyBlock, compile_object
 from kernelblaster.tools.sandbox import Sandbox
 
 FORWARD = 'extern "C" int kb_forward(const KBTensor*, const KBTensor*, KBTensor*, cudaStream_t) { return %s; }\n'
@@ -39,7 +39,8 @@ NOT_FOUND = {
 }
 
 
-def host_assembly(code: str, result: str, folder: Path, sandbox: Sandbox) -> list[str]:
+def inspected(code: str, result: str, folder: Path, sandbox: Sandbox) -> list[AssemblyBlock]:
+    """What the host-code inspection of a compile of `code` (kb_forward returning `result`) found."""
     (folder / "kb_problem.h").write_text('#pragma once\n#include "kb_abi.h"\n')
     (folder / "candidate.cu").write_text(f'#include "kb_problem.h"\n{code}\n{FORWARD % result}')
     compiled = compile_object(folder / "candidate.cu", folder / "candidate.o", arch="sm_90",
@@ -47,7 +48,11 @@ def host_assembly(code: str, result: str, folder: Path, sandbox: Sandbox) -> lis
                               inspect_host_code=True)
     assert compiled.ok, compiled.log
     assert not list(folder.glob(".candidate.o.*")), "the kept host compiler files are removed"
-    return [f"{block.file}:{block.line}: {block.text}" for block in compiled.host_assembly
+    return compiled.host_assembly
+
+
+def host_assembly(code: str, result: str, folder: Path, sandbox: Sandbox) -> list[str]:
+    return [f"{block.file}:{block.line}: {block.text}" for block in inspected(code, result, folder, sandbox)
             if not block.file.startswith("/")]
 
 
@@ -78,13 +83,7 @@ RENAMED = {
 
 
 def renamed(code: str, folder: Path, sandbox: Sandbox) -> list[str]:
-    (folder / "kb_problem.h").write_text('#pragma once\n#include "kb_abi.h"\n')
-    (folder / "candidate.cu").write_text(f'#include "kb_problem.h"\n{code}\n{FORWARD % "0"}')
-    compiled = compile_object(folder / "candidate.cu", folder / "candidate.o", arch="sm_90",
-                              include_dirs=[folder, DRIVER_DIR], cache_dir=None, sandbox=sandbox,
-                              inspect_host_code=True)
-    assert compiled.ok, compiled.log
-    return [block.text for block in compiled.host_assembly if block.file == RENAMED_LINES_FILE]
+    return [block.text for block in inspected(code, "0", folder, sandbox) if block.file == RENAMED_LINES_FILE]
 
 
 @pytest.mark.parametrize("case", RENAMED, ids=str)
