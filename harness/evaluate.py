@@ -207,12 +207,16 @@ class CandidateEvaluator:
         try:
             built = self.build(source, label, on_compile=compiling.set)
         except BaseException:  # no thread of this evaluation outlives it (its torch seeding is process-wide)
+            if warming:
+                warming.stop.set()  # before the thread wakes: it begins nothing for a build that never ran
             compiling.set()
             if warming:
-                warming.stop_and_join()
+                warming.thread.join()
             if null:
                 null.join()
             raise
+        if warming and not built.ok:
+            warming.stop.set()  # before the thread wakes (a refusal before nvcc ran): no plan, no CUDA work
         compiling.set()
         if null:  # one compile: it finishes either way (no thread of this evaluation outlives it)
             null.join()

@@ -165,11 +165,14 @@ def _line_comment_end(source: str, start: int) -> int:
 
 
 def _is_digit_separator(source: str, i: int) -> bool:
-    """True for the ' in 1'000'000 (C++14), which is not a character literal."""
+    """True for the ' in 1'000'000 (C++14), which is not a character literal: inside a number, as the
+    preprocessor reads one, a ' continues it only before a digit, letter or underscore (in `0x1'"'` it opens a
+    character literal, and reading it otherwise would hide what follows from every rule)."""
     start = i
     while start > 0 and (source[start - 1].isalnum() or source[start - 1] == "_"):
         start -= 1
-    return start < i and source[start].isdigit()
+    continues = i + 1 < len(source) and (source[i + 1].isalnum() or source[i + 1] == "_")
+    return start < i and source[start].isdigit() and continues
 
 
 _RAW_STRING_PREFIX = re.compile(r"(?:u8|[uUL])?R$")

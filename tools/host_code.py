@@ -61,23 +61,26 @@ class Finding:
     template: str | None = None  # an asm statement's template as written (None for labels and attributes)
 
 
-def inline_assembly(preprocessed: str, assembly: str, candidate_file: Callable[[str], bool]) -> list[Finding]:
+def inline_assembly(preprocessed: str, assembly: str, candidate_file: Callable[[str], bool],
+                    fatbinary: str) -> list[Finding]:
     """Every way text reaches the assembler from the candidate's own lines (files for which `candidate_file`
     is true) of `preprocessed`, every marked asm block of `assembly` (from any file; the caller decides
-    which files it trusts), asm in any other file's lines but nvcc's fatbinary (`HEADER_FILE`) and load-time
-    code beyond the toolchain's own (`LOAD_TIME_FILE`). Empty asm statements (compiler barriers) are not
-    findings."""
+    which files it trusts), asm in any other file's lines but nvcc's fatbinary file (`fatbinary`, as the
+    preprocessor names it: a name the candidate cannot know; `HEADER_FILE`) and load-time code beyond the
+    toolchain's own (`LOAD_TIME_FILE`). Empty asm statements (compiler barriers) are not findings."""
     found = _from_source(preprocessed, candidate_file)
     for match in _ASSEMBLY_BLOCK.finditer(assembly):
         text = _one_line(match["body"])
         if text:
             found.append(Finding(match["file"], int(match["line"]), text))
     found += [Finding(HEADER_FILE, 0, f"{finding.file}:{finding.line}: {finding.text}")
-              for finding in _from_headers(preprocessed, candidate_file)[:_HEADER_FINDINGS_SHOWN]]
+              for finding in _from_headers(preprocessed, candidate_file, fatbinary)[:_HEADER_FINDINGS_SHOWN]]
     found += [Finding(LOAD_TIME_FILE, 0, text) for text in load_time_calls(assembly)]
     return list(dict.fromkeys(found))
 
 
+# A line the C preprocessor or cudafe++ would read as a directive (`#` or its digraph after blanks).
+_DIRECTIVE_LIKE = re.compile(r"[ \t\f\v]*(?:#|%:)")
 # A marker of the preprocessor's own output with its flags: 1 entering an included file, 2 leaving it.
 _FLAGGED_MARKER = re.compile(r'^# (?P<line>\d+) "(?P<file>[^"\\]*(?:\\.[^"\\]*)*)"(?P<flags>(?: \d+)*)$', re.MULTILINE)
 
@@ -86,10 +89,15 @@ def renamed_lines(preprocessed: str) -> list[Finding]:
     """Line directives of the source (`#line 9 "name"`, GNU's `# 9 "name"`), however spelled, seen in the first
     preprocessor's output (nvcc's host preprocessing, before cudafe++ rewrites the markers without flags), where
     they would make the candidate's lines pass for a header's: a marker naming another file than the one whose
-    lines come next without entering (flag 1) or leaving (2) it, once the main file has begun. A GNU marker
+    lines come next without entering (flag 1) or leaving (2) it, once the main file has begun; and any line
+    there that reads as a directive but is not the preprocessor's own marker or pragma (an empty macro before
+    `# 9 "name"` hides it from this preprocessor, and cudafe++, which reads the output again, obeys it). A GNU marker
     written with those flags reads as an include here (and the dependency list names its file too): the source
     rules (harness/static_check.py) are what refuse it."""
-    found: list[Finding] = []
+    lines = zip(preprocessed.split("\n"), _blank_literals(preprocessed)[0].split("\n"), strict=True)
+    found = [Finding(RENAMED_LINES_FILE, 0, f"a directive left for cudafe++: {line.strip()[:80]}")
+             for line, code in lines  # `code`: the line with its literals blanked
+             if _DIRECTIVE_LIKE.match(code) and not (_FLAGGED_MARKER.fullmatch(code) or code.startswith("#pragma"))]
     main = current = None
     begun = False
     for marker in _FLAGGED_MARKER.finditer(preprocessed):
@@ -145,12 +153,12 @@ def _from_source(preprocessed: str, candidate_file: Callable[[str], bool]) -> li
     return _scan(_candidate_lines(preprocessed, candidate_file), headers=False)
 
 
-def _from_headers(preprocessed: str, candidate_file: Callable[[str], bool]) -> list[Finding]:
+def _from_headers(preprocessed: str, candidate_file: Callable[[str], bool], fatbinary: str) -> list[Finding]:
     """Assembly text in the lines of every file but the candidate's and nvcc's fatbinary file (whose one
     top-level asm is the fatbinary), except asm statements whose template is one a header included here
     writes itself (libcu++'s `pause` in its spin loop, through its own macro)."""
     def other_file(name: str) -> bool:
-        return not candidate_file(name) and not name.endswith(".fatbin.c")
+        return not candidate_file(name) and name != fatbinary
     source = _candidate_lines(preprocessed, other_file)
     found = _scan(source, headers=True)
     if any(finding.template is not None for finding in found):
@@ -359,6 +367,11 @@ _POLICIES = {
         frozenset({"_ZNSt8ios_base4InitC1Ev", "__cxa_atexit", "_ZStL8__ioinit", "_ZNSt8ios_base4InitD1Ev",
                    "__dso_handle"})),
 }
+
+# Every import the toolchain's load-time code and the launch stubs it names may call: a definition of one in the
+# candidate's object (even a local label on an instruction's line, which this reading of the assembly misses)
+# would take those calls (tools/symbols.py refuses it).
+LOAD_TIME_CALLS = frozenset().union(*(policy.calls for policy in _POLICIES.values()))
 
 _LABEL = re.compile(r"^(?P<name>[A-Za-z_.$][\w.$@]*):\s*$")
 _SIZE = re.compile(r"^\s*\.size\s+(?P<name>[^,\s]+)\s*,")

@@ -285,7 +285,8 @@ def compile_object(
             # host-code check reads a header's own asm from the file a line names.
             shutil.rmtree(kept, ignore_errors=True)
     if kept:
-        result.host_assembly = [*_read_host_assembly(output, source.parent.resolve()), *renamed]
+        result.host_assembly = [*_read_host_assembly(output, source.parent.resolve(), kept / f"{source.stem}.fatbin.c"),
+                                *renamed]
     if cache_dir is not None and result.ok and result.output is not None \
             and result.output.stat().st_size <= MAX_OBJECT_BYTES:
         _store_cached(cache_dir, cache_key, result)
@@ -435,10 +436,10 @@ HOST_ASSEMBLY_FLAGS = ("-Xcompiler", "-save-temps=obj")
 _HOST_CODE_DIGEST = hashlib.sha256(Path(host_code.__file__).read_bytes()).hexdigest()[:16]
 
 
-def _read_host_assembly(output: Path, source_dir: Path) -> list[AssemblyBlock]:
+def _read_host_assembly(output: Path, source_dir: Path, fatbinary: Path) -> list[AssemblyBlock]:
     """The inline assembly of the host code the compile of `output` kept (tools/host_code.py); the kept files
     are removed. The candidate's own lines are those of files in `source_dir` (named relatively, as nvcc runs
-    there), not nvcc's generated ones (`tmpxft_...`)."""
+    there), not nvcc's generated ones (`tmpxft_...`, and `fatbinary`, kept in a folder of its own)."""
     def candidate_file(name: str) -> bool:
         if name.startswith("/"):
             return Path(name).resolve().is_relative_to(source_dir)
@@ -452,7 +453,7 @@ def _read_host_assembly(output: Path, source_dir: Path) -> list[AssemblyBlock]:
         for path in kept.values():
             path.unlink(missing_ok=True)
     return [AssemblyBlock(file=f.file, line=f.line, text=f.text)
-            for f in inline_assembly(preprocessed, assembly, candidate_file)]
+            for f in inline_assembly(preprocessed, assembly, candidate_file, str(fatbinary))]
 
 
 def _renamed_lines(preprocessed: Path) -> list[AssemblyBlock]:

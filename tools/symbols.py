@@ -55,6 +55,7 @@ from kernelblaster.tools.elf import (
     Relocation,
 )
 from kernelblaster.tools.errors import UserFacingError
+from kernelblaster.tools.host_code import LOAD_TIME_CALLS
 from kernelblaster.tools.nvcc import demangle
 
 
@@ -309,6 +310,16 @@ def check_object(object_path: Path, allow: frozenset[str], linked_with: frozense
             violations.append(SymbolViolation(
                 rule="reserved_name", symbol=symbol.name,
                 message=f"the object defines {symbol.name}, a name the harness reserves; rename it"))
+        elif plain_name(symbol.name) in LOAD_TIME_CALLS or (
+                symbol.binding == STB_LOCAL and not symbol.name.startswith("_Z") and is_listed(symbol.name,
+                                                                                              names[symbol.name])):
+            # A local one too: the assembler binds the object's own calls of a name to a label of it (a top-level
+            # asm's `__cudaRegisterFatBinaryEnd: ...` took nvcc's registration's call at load). A global
+            # definition of another listed name (`fputs`) changes only the candidate's own calls.
+            violations.append(SymbolViolation(
+                rule="reserved_name", symbol=symbol.name,
+                message=f"the object defines {symbol.name}, a name of the libraries it may call that its own "
+                        "load-time or launch code calls; rename it"))
         elif symbol.binding != STB_LOCAL and _IMPLEMENTATION_NAME.match(symbol.name):
             violations.append(SymbolViolation(
                 rule="reserved_name", symbol=symbol.name,

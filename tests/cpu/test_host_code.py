@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernelblaster.harness.build import DRIVER_DIR
-from kernelblaster.tools.host_code import RENAMED_LINES_FILE
+from kernelblaster.tools.host_code import HEADER_FILE, RENAMED_LINES_FILE
 from kernelblaster.tools.nvcc import AssemblyBlock, compile_object
 from kernelblaster.tools.sandbox import Sandbox
 
@@ -79,6 +79,9 @@ RENAMED = {
     "form_feed": '\f#line 1 "/usr/include/kb.fatbin.c"\nstatic int hidden = 1;\n\f#line 9 "candidate.cu"',
     "gnu_marker_after_carriage_return": 'static int a = 1;\r# 1 "/usr/include/stdio.h"\nstatic int hidden = 1;',
     "comment_before_the_hash": '/* x */ # 1 "kb_problem.h"\nstatic int hidden = 1;\n# 9 "candidate.cu"',
+    # An empty macro first: not a directive to the preprocessor, which passes the line on; cudafe++ obeys it.
+    "left_for_cudafe_by_an_empty_macro": '#define KB_EMPTY\nKB_EMPTY # 1 "/usr/include/stdio.h"\nstatic int h = 1;',
+    "left_for_cudafe_as_a_digraph": '#define KB_EMPTY\nKB_EMPTY %:line 1 "/usr/include/x.fatbin.c"\nstatic int h = 1;',
 }
 
 
@@ -95,3 +98,13 @@ def test_lines_renamed_by_any_spelling_of_a_line_directive_are_found_in_the_prep
 def test_includes_and_a_line_number_alone_rename_nothing(tmp_path: Path, sandbox: Sandbox) -> None:
     assert renamed('#include <cstdint>\n#include <cuda_fp16.h>\n#line 200\nstatic int shifted = 1;', tmp_path,
                    sandbox) == []
+
+
+def test_asm_in_lines_named_after_a_fatbinary_file_that_is_not_nvcc_s_own_is_found(tmp_path: Path,
+                                                                                   sandbox: Sandbox) -> None:
+    # A GNU marker with the include flag reads as an include to every check of the preprocessor's output; only
+    # nvcc's own fatbinary file, in a folder whose name the candidate cannot know, may hold top-level asm.
+    code = ('# 1 "/usr/include/kb.fatbin.c" 1\n__asm__(".pushsection .rodata\\n.byte 1\\n.popsection");\n'
+            '# 3 "candidate.cu" 2')
+    found = [block.text for block in inspected(code, "0", tmp_path, sandbox) if block.file == HEADER_FILE]
+    assert found and "kb.fatbin.c" in found[0], found

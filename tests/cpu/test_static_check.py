@@ -190,6 +190,14 @@ def test_a_line_directive_is_refused_at_its_line_however_spelled(directive: str)
     assert [(v.rule, v.line) for v in violations] == [("line_directive", 2)]
 
 
+def test_a_quote_after_a_number_that_does_not_continue_it_opens_a_character_literal() -> None:
+    # Read as a digit separator, the quote in 0x1'"' made the rules see a comment from "/*" on, hiding the
+    # directive after it.
+    hidden = ['#define KB_IGNORE(...)', 'static const int n = KB_IGNORE(0x1\'"\' "/*") 1;', '#line 4 "x.fatbin.c"',
+              'static const char* m = KB_IGNORE("*/") "";']
+    assert "line_directive" in rules(candidate(*hidden))
+
+
 def test_a_line_directive_after_a_lone_carriage_return_is_refused() -> None:
     assert [v.rule for v in check_source(candidate('int a = 1;\r#line 4 "x.fatbin.c"'))] == ["line_directive"]
 

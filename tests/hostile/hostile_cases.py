@@ -172,6 +172,8 @@ HOSTILE_CASES: tuple[HostileCase, ...] = (
     # spelled (the preprocessor's own output is read for them too: tests/cpu/test_host_code.py).
     _refused("line_directive_form_feed", "line_directive"),
     _refused("line_directive_after_carriage_return", "line_directive"),
+    _refused("empty_macro_line_marker", "line_directive", "host_assembly"),
+    _refused("import_name_label", "host_assembly", "reserved_name"),
     # Past the rules when they are switched off: the sandbox contains them.
     _contained("exec_raw_syscall", RAW_AT_LOAD, "blocked", "execve", "sandbox_violation"),
     _contained("fork_raw_syscall", RAW_AT_LOAD, "blocked", "fork", "sandbox_violation"),
