@@ -80,7 +80,7 @@ def inline_assembly(preprocessed: str, assembly: str, candidate_file: Callable[[
 
 
 # A line the C preprocessor or cudafe++ would read as a directive (`#` or its digraph after blanks).
-_DIRECTIVE_LIKE = re.compile(r"[ \t\f\v]*(?:#|%:)")
+_DIRECTIVE_LIKE = re.compile(r"^[ \t\f\v]*(?:#|%:).*$", re.MULTILINE)
 # A marker of the preprocessor's own output with its flags: 1 entering an included file, 2 leaving it.
 _FLAGGED_MARKER = re.compile(r'^# (?P<line>\d+) "(?P<file>[^"\\]*(?:\\.[^"\\]*)*)"(?P<flags>(?: \d+)*)$', re.MULTILINE)
 
@@ -94,10 +94,12 @@ def renamed_lines(preprocessed: str) -> list[Finding]:
     `# 9 "name"` hides it from this preprocessor, and cudafe++, which reads the output again, obeys it). A GNU marker
     written with those flags reads as an include here (and the dependency list names its file too): the source
     rules (harness/static_check.py) are what refuse it."""
-    lines = zip(preprocessed.split("\n"), _blank_literals(preprocessed)[0].split("\n"), strict=True)
-    found = [Finding(RENAMED_LINES_FILE, 0, f"a directive left for cudafe++: {line.strip()[:80]}")
-             for line, code in lines  # `code`: the line with its literals blanked
-             if _DIRECTIVE_LIKE.match(code) and not (_FLAGGED_MARKER.fullmatch(code) or code.startswith("#pragma"))]
+    suspects = [line for line in _DIRECTIVE_LIKE.finditer(preprocessed)
+                if not (_FLAGGED_MARKER.fullmatch(line[0]) or line[0].startswith("#pragma"))]
+    # A line inside a raw string literal is no directive; the literals are blanked only when there is a suspect.
+    code = _blank_literals(preprocessed)[0] if suspects else ""
+    found = [Finding(RENAMED_LINES_FILE, 0, f"a directive left for cudafe++: {line[0].strip()[:80]}")
+             for line in suspects if _DIRECTIVE_LIKE.match(code, line.start())]
     main = current = None
     begun = False
     for marker in _FLAGGED_MARKER.finditer(preprocessed):

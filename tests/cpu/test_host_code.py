@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernelblaster.harness.build import DRIVER_DIR
-from kernelblaster.tools.host_code import HEADER_FILE, RENAMED_LINES_FILE
+from kernelblaster.tools.host_code import HEADER_FILE, RENAMED_LINES_FILE, renamed_lines
 from kernelblaster.tools.nvcc import AssemblyBlock, compile_object
 from kernelblaster.tools.sandbox import Sandbox
 
@@ -108,3 +108,10 @@ def test_asm_in_lines_named_after_a_fatbinary_file_that_is_not_nvcc_s_own_is_fou
             '# 3 "candidate.cu" 2')
     found = [block.text for block in inspected(code, "0", tmp_path, sandbox) if block.file == HEADER_FILE]
     assert found and "kb.fatbin.c" in found[0], found
+
+
+def test_a_directive_like_line_inside_a_raw_string_is_no_directive() -> None:
+    preprocessed = ('# 0 "candidate.cu"\n# 1 "candidate.cu"\nconst char* note = R"(\n# 3 "model.py" scales x\n)";\n'
+                    '  # 4 "/usr/include/stdio.h"\n')
+    assert [finding.text for finding in renamed_lines(preprocessed)] == [
+        'a directive left for cudafe++: # 4 "/usr/include/stdio.h"']
