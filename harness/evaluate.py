@@ -220,11 +220,8 @@ class CandidateEvaluator:
         compiling.set()
         if null:  # one compile: it finishes either way (no thread of this evaluation outlives it)
             null.join()
-        if warming:
-            if built.ok:
-                warming.thread.join()
-            else:  # nothing will run: the case being computed finishes, no other begins
-                warming.stop_and_join()
+        if warming:  # stopped above when nothing will run: the case being computed finishes, no other begins
+            warming.thread.join()
             warming.raise_failure()  # the plan's failure, raised as it was when the plan came before the build
         if not built.ok:
             if "references" in self.__dict__:  # its float64 seconds are this evaluation's, not the next one's
@@ -745,10 +742,6 @@ class _Warming:
     thread: threading.Thread
     stop: threading.Event
     failures: list[BaseException] = field(default_factory=list)  # what the thread raised, for the foreground
-
-    def stop_and_join(self) -> None:
-        self.stop.set()
-        self.thread.join()
 
     def raise_failure(self) -> None:
         """Raise what the thread raised, once it has ended."""

@@ -32,9 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-# The file name's pattern is unrolled (runs of plain characters between escapes): every line of the two
-# megabytes of preprocessed headers that starts "# " is matched against it, twice per build.
-_LINE_MARKER = re.compile(r'^# (?P<line>\d+) "(?P<file>[^"\\]*(?:\\.[^"\\]*)*)"(?: \d+)*$')
+# A marker of the preprocessor's output, with its flags (1 entering an included file, 2 leaving it). The file
+# name's pattern is unrolled (runs of plain characters between escapes): every line of the two megabytes of
+# preprocessed headers that starts "# " is matched against it, twice per build.
+_LINE_MARKER = re.compile(r'^# (?P<line>\d+) "(?P<file>[^"\\]*(?:\\.[^"\\]*)*)"(?P<flags>(?: \d+)*)$', re.MULTILINE)
 _ASM_KEYWORD = re.compile(r"(?<![\w$])(?:__asm__|__asm|asm)(?![\w$])")
 _QUALIFIERS = re.compile(r"\s*(?:(?:volatile|__volatile__|__volatile|goto|inline|__inline)\s*)*")
 _ATTRIBUTE_START = re.compile(r"(?<![\w$])__attribute(?:__)?\s*\(\(|\[\[")
@@ -81,8 +82,6 @@ def inline_assembly(preprocessed: str, assembly: str, candidate_file: Callable[[
 
 # A line the C preprocessor or cudafe++ would read as a directive (`#` or its digraph after blanks).
 _DIRECTIVE_LIKE = re.compile(r"^[ \t\f\v]*(?:#|%:).*$", re.MULTILINE)
-# A marker of the preprocessor's own output with its flags: 1 entering an included file, 2 leaving it.
-_FLAGGED_MARKER = re.compile(r'^# (?P<line>\d+) "(?P<file>[^"\\]*(?:\\.[^"\\]*)*)"(?P<flags>(?: \d+)*)$', re.MULTILINE)
 
 
 def renamed_lines(preprocessed: str) -> list[Finding]:
@@ -95,14 +94,14 @@ def renamed_lines(preprocessed: str) -> list[Finding]:
     written with those flags reads as an include here (and the dependency list names its file too): the source
     rules (harness/static_check.py) are what refuse it."""
     suspects = [line for line in _DIRECTIVE_LIKE.finditer(preprocessed)
-                if not (_FLAGGED_MARKER.fullmatch(line[0]) or line[0].startswith("#pragma"))]
+                if not (_LINE_MARKER.fullmatch(line[0]) or line[0].startswith("#pragma"))]
     # A line inside a raw string literal is no directive; the literals are blanked only when there is a suspect.
     code = _blank_literals(preprocessed)[0] if suspects else ""
     found = [Finding(RENAMED_LINES_FILE, 0, f"a directive left for cudafe++: {line[0].strip()[:80]}")
              for line in suspects if _DIRECTIVE_LIKE.match(code, line.start())]
     main = current = None
     begun = False
-    for marker in _FLAGGED_MARKER.finditer(preprocessed):
+    for marker in _LINE_MARKER.finditer(preprocessed):
         file, line = marker["file"], int(marker["line"])
         main = main or file
         moves = {"1", "2"} & set(marker["flags"].split())
